@@ -1,0 +1,118 @@
+"""What this host is, what the SDK can use on it, and what is missing with the command to fix it."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import platform
+import shutil
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from edge_sdk.engines.registry import BACKENDS
+from edge_sdk.errors import EdgeSDKError
+from edge_sdk.profiles import HostFacts, HostProbe, ProfileCatalog
+
+# (distribution names that provide it, import name, why, install command)
+PACKAGES: tuple[tuple[tuple[str, ...], str, str, str], ...] = (
+    (("numpy",), "numpy", "arrays", "pip install numpy"),
+    (("onnx",), "onnx", "model checks and graph passes", "pip install onnx"),
+    (
+        ("onnxruntime", "onnxruntime-gpu", "onnxruntime-openvino", "onnxruntime-cann"),
+        "onnxruntime",
+        "onnxruntime backend",
+        "pip install 'edge-sdk[cpu]'",
+    ),
+    (
+        ("opencv-python-headless", "opencv-python", "opencv-contrib-python"),
+        "cv2",
+        "video and image I/O",
+        "pip install 'edge-sdk[opencv]'",
+    ),
+    (("pydantic",), "pydantic", "configuration", "pip install pydantic"),
+    (("paho-mqtt",), "paho", "MQTT sinks and fleet control", "pip install paho-mqtt"),
+)
+
+
+@dataclass(frozen=True)
+class PackageStatus:
+    name: str
+    purpose: str
+    version: str | None
+    install: str
+
+
+@dataclass(frozen=True)
+class ProfileStatus:
+    name: str
+    usable: bool
+    problem: str | None
+
+
+@dataclass(frozen=True)
+class DoctorReport:
+    python: str
+    host: dict[str, Any]
+    detected_profile: str | None
+    detection_problem: str | None
+    packages: list[PackageStatus]
+    onnxruntime_providers: list[str]
+    profiles: list[ProfileStatus]
+    tools: dict[str, str | None] = field(default_factory=dict)
+
+    @property
+    def missing(self) -> list[PackageStatus]:
+        return [p for p in self.packages if p.version is None]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def diagnose(catalog: ProfileCatalog, facts: HostFacts | None = None) -> DoctorReport:
+    facts = facts or HostProbe().facts()
+    try:
+        detected, problem = catalog.detect(facts).name, None
+    except EdgeSDKError as exc:
+        detected, problem = None, str(exc)
+    profiles = []
+    for name in catalog.names():
+        try:
+            profile = catalog.load(name)
+            backend = BACKENDS[profile.engine.backend]
+            backend.builder().check(profile.engine, profile.default_precision)
+            profiles.append(ProfileStatus(name, True, None))
+        except EdgeSDKError as exc:
+            profiles.append(ProfileStatus(name, False, str(exc)))
+    host = asdict(facts) | {"cpu_flags": len(facts.cpu_flags), "device_identity": facts.device_identity()}
+    return DoctorReport(
+        python=platform.python_version(),
+        host=host,
+        detected_profile=detected,
+        detection_problem=problem,
+        packages=[PackageStatus(imp, why, _version(dists, imp), cmd) for dists, imp, why, cmd in PACKAGES],
+        onnxruntime_providers=_ort_providers(),
+        profiles=profiles,
+        tools={"mosquitto": shutil.which("mosquitto"), "nvidia-smi": shutil.which("nvidia-smi")},
+    )
+
+
+def _version(distributions: tuple[str, ...], module: str) -> str | None:
+    for dist in distributions:
+        try:
+            return f"{importlib.metadata.version(dist)} ({dist})"
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    # A system build without pip metadata, like the OpenCV that JetPack ships.
+    try:
+        imported = importlib.import_module(module)
+    except ImportError:
+        return None
+    return f"{getattr(imported, '__version__', 'unknown')} (system)"
+
+
+def _ort_providers() -> list[str]:
+    try:
+        import onnxruntime
+    except ImportError:
+        return []
+    return list(onnxruntime.get_available_providers())

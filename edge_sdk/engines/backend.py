@@ -1,0 +1,44 @@
+"""The builder role every backend fills, and the pair (builder, runner) that makes a backend."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from edge_sdk.precision import Precision
+
+from .model_file import ModelFile
+from .runner import EngineRunner
+
+BuildFacts = dict[str, Any]
+"""What a build learned (providers used, node counts, layers on DLA, ...); kept in the manifest."""
+
+
+class EngineBuilder(ABC):
+    """ONNX model + profile options -> engine artifact files in a directory."""
+
+    @abstractmethod
+    def version(self) -> str:
+        """Version of the backend library; raises BackendUnavailableError when it is not installed."""
+
+    @abstractmethod
+    def check(self, options: Any, precision: Precision) -> None:
+        """Raise a clear error before any heavy work if these options cannot run on this host."""
+
+    @abstractmethod
+    def build(self, model: ModelFile, options: Any, precision: Precision, out_dir: Path) -> BuildFacts:
+        """Write the engine artifact into `out_dir` and return what the build learned."""
+
+
+RunnerFactory = Callable[[Path, Any, Precision], EngineRunner]
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    builder: Callable[[], EngineBuilder]
+    runner: RunnerFactory
+    install_hint: str

@@ -1,0 +1,109 @@
+"""The façade: a model and a profile in, a ready engine out, built once and cached."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from edge_sdk.errors import ConfigError
+from edge_sdk.precision import Precision
+from edge_sdk.profiles import DeviceProfile, HostFacts, HostProbe
+
+from .cache import CacheEntry, EngineCache, EngineKey, EntryReport
+from .model_file import ModelFile
+from .registry import BACKENDS, get_backend
+from .runner import EngineRunner
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PreparedEngine:
+    """A cache entry ready to open, and whether this call had to build it."""
+
+    entry: CacheEntry
+    model: ModelFile
+    profile: DeviceProfile
+    precision: Precision
+    built: bool
+    seconds: float
+
+    def open(self) -> EngineRunner:
+        """A runner for this engine; use it as a context manager."""
+        backend = get_backend(self.profile.engine.backend)
+        return backend.runner(self.entry.directory, self.profile.engine, self.precision)
+
+
+def prepare_engine(
+    model_path: Path,
+    profile: DeviceProfile,
+    precision: Precision | None = None,
+    cache: EngineCache | None = None,
+    facts: HostFacts | None = None,
+) -> PreparedEngine:
+    """Validate arguments, then return the cached engine for this key or build it."""
+    precision = precision or profile.default_precision
+    if precision not in profile.precisions:
+        raise ConfigError(
+            f"profile '{profile.name}' builds {', '.join(profile.precisions)}; got precision '{precision}'"
+        )
+    backend = get_backend(profile.engine.backend)
+    builder = backend.builder()
+    builder.check(profile.engine, precision)
+    model = ModelFile.load(model_path)
+    cache = cache or EngineCache()
+    key = EngineKey(
+        model_sha256=model.sha256,
+        profile_name=profile.name,
+        profile_sha256=profile.content_hash(),
+        backend=backend.name,
+        backend_version=builder.version(),
+        device_identity=(facts or HostProbe().facts()).device_identity(),
+        precision=precision,
+        input_shapes=";".join(meta.describe() for meta in model.inputs),
+    )
+    started = time.perf_counter()
+
+    def build(out_dir: Path) -> dict[str, object]:
+        log.info("building %s engine for %s (%s, %s)", backend.name, model_path.name, profile.name, precision)
+        facts_ = builder.build(model, profile.engine, precision, out_dir)
+        return {"model_path": str(model_path.resolve()), **facts_}
+
+    entry, built = cache.get_or_build(key, build)
+    return PreparedEngine(entry, model, profile, precision, built, time.perf_counter() - started)
+
+
+def verify_cache(cache: EngineCache) -> list[EntryReport]:
+    """Check every entry: files against their hashes, and the backend version against the installed one."""
+    reports = []
+    installed: dict[str, str | None] = {}
+    for report in cache.entries():
+        if report.problem is None:
+            key = report.manifest.get("key", {})
+            backend = key.get("backend")
+            if backend not in installed:
+                installed[backend] = _installed_version(backend)
+            if installed[backend] is None:
+                report = EntryReport(
+                    report.digest, report.directory, report.manifest, f"backend '{backend}' is not installed"
+                )
+            elif key.get("backend_version") != installed[backend]:
+                report = EntryReport(
+                    report.digest,
+                    report.directory,
+                    report.manifest,
+                    f"stale: built with {backend} {key.get('backend_version')}, installed {installed[backend]}",
+                )
+        reports.append(report)
+    return reports
+
+
+def _installed_version(backend: str | None) -> str | None:
+    if backend not in BACKENDS:
+        return None
+    try:
+        return BACKENDS[backend].builder().version()
+    except Exception:  # any failure to import the backend means it cannot run here
+        return None

@@ -1,0 +1,121 @@
+"""Profile options of the ONNX Runtime backend: which execution providers, in which order, how."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from edge_sdk.precision import Precision
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CpuProvider(_Strict):
+    type: Literal["cpu"] = Field(description="ONNX Runtime's default CPU execution provider.")
+    arena: bool = Field(True, description="Use the CPU memory arena (faster, holds memory).")
+
+    ort_name: ClassVar[str] = "CPUExecutionProvider"
+
+    def ort_options(self, precision: Precision, cache_dir: str) -> dict[str, Any]:
+        return {}
+
+
+class XnnpackProvider(_Strict):
+    type: Literal["xnnpack"] = Field(description="XNNPACK, fast float kernels on ARM CPUs.")
+    threads: int = Field(0, ge=0, description="XNNPACK's own thread pool size; 0 lets it choose.")
+
+    ort_name: ClassVar[str] = "XnnpackExecutionProvider"
+
+    def ort_options(self, precision: Precision, cache_dir: str) -> dict[str, Any]:
+        return {"intra_op_num_threads": str(self.threads)} if self.threads else {}
+
+
+class CudaProvider(_Strict):
+    type: Literal["cuda"] = Field(description="NVIDIA CUDA execution provider.")
+    device_id: int = Field(0, ge=0, description="GPU index.")
+
+    ort_name: ClassVar[str] = "CUDAExecutionProvider"
+
+    def ort_options(self, precision: Precision, cache_dir: str) -> dict[str, Any]:
+        return {"device_id": str(self.device_id)}
+
+
+class TensorRTProvider(_Strict):
+    type: Literal["tensorrt"] = Field(description="NVIDIA TensorRT execution provider (GPU or DLA).")
+    device_id: int = Field(0, ge=0, description="GPU index.")
+    dla_core: int | None = Field(None, ge=0, description="Run on this DLA core (Jetson); None = GPU.")
+    workspace_mb: int = Field(1024, gt=0, description="TensorRT builder workspace limit in MiB.")
+
+    ort_name: ClassVar[str] = "TensorrtExecutionProvider"
+
+    def ort_options(self, precision: Precision, cache_dir: str) -> dict[str, Any]:
+        options: dict[str, Any] = {
+            "device_id": str(self.device_id),
+            "trt_max_workspace_size": str(self.workspace_mb * 1024 * 1024),
+            "trt_fp16_enable": str(precision in ("fp16", "int8")),
+            "trt_int8_enable": str(precision == "int8"),
+            # TensorRT's own engines live inside our cache entry, so they share its key.
+            "trt_engine_cache_enable": "True",
+            "trt_engine_cache_path": cache_dir,
+            "trt_timing_cache_enable": "True",
+        }
+        if self.dla_core is not None:
+            options |= {"trt_dla_enable": "True", "trt_dla_core": str(self.dla_core)}
+        return options
+
+
+class CannProvider(_Strict):
+    type: Literal["cann"] = Field(description="Huawei CANN execution provider (Ascend NPU).")
+    device_id: int = Field(0, ge=0, description="NPU index.")
+
+    ort_name: ClassVar[str] = "CANNExecutionProvider"
+
+    def ort_options(self, precision: Precision, cache_dir: str) -> dict[str, Any]:
+        mode = "force_fp16" if precision == "fp16" else "force_fp32"
+        return {"device_id": str(self.device_id), "precision_mode": mode}
+
+
+class OpenVinoProvider(_Strict):
+    type: Literal["openvino"] = Field(description="Intel OpenVINO execution provider.")
+    device_type: str = Field("CPU", description="OpenVINO device: CPU, GPU, NPU or AUTO:... .")
+
+    ort_name: ClassVar[str] = "OpenVINOExecutionProvider"
+
+    def ort_options(self, precision: Precision, cache_dir: str) -> dict[str, Any]:
+        return {"device_type": self.device_type, "precision": precision.upper(), "cache_dir": cache_dir}
+
+
+ExecutionProvider = Annotated[
+    CpuProvider | XnnpackProvider | CudaProvider | TensorRTProvider | CannProvider | OpenVinoProvider,
+    Field(discriminator="type"),
+]
+
+INSTALL_HINTS: dict[str, str] = {
+    "cpu": "pip install 'edge-sdk[cpu]'",
+    "xnnpack": "pip install 'edge-sdk[cpu]' (XNNPACK ships in the ARM wheels of onnxruntime)",
+    "cuda": "pip install 'edge-sdk[cuda]' (on Jetson: NVIDIA's onnxruntime-gpu wheel for your JetPack)",
+    "tensorrt": "pip install 'edge-sdk[cuda]' with TensorRT installed (on Jetson: JetPack's TensorRT)",
+    "cann": "pip install 'edge-sdk[atlas]' with the Ascend CANN toolkit installed",
+    "openvino": "pip install 'edge-sdk[openvino]'",
+}
+
+
+def _cpu_only() -> list[ExecutionProvider]:
+    return [CpuProvider(type="cpu")]
+
+
+class OnnxRuntimeOptions(_Strict):
+    backend: Literal["onnxruntime"] = Field(description="Run engines with ONNX Runtime.")
+    execution_providers: list[ExecutionProvider] = Field(
+        default_factory=_cpu_only,
+        min_length=1,
+        description="Providers in priority order; ONNX Runtime puts each node on the first that takes it.",
+    )
+    intra_op_threads: int = Field(0, ge=0, description="Threads inside one operator; 0 = one per core.")
+    inter_op_threads: int = Field(1, ge=1, description="Operators run in parallel; >1 enables parallel mode.")
+    graph_optimization: Literal["basic", "extended", "all"] = Field(
+        "all", description="ONNX Runtime graph optimisation level applied once at build time."
+    )

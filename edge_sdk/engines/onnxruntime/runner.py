@@ -1,0 +1,74 @@
+"""Run: the saved optimised graph, loaded with optimisation off."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edge_sdk.errors import EngineBuildError
+from edge_sdk.precision import Precision
+
+from ..runner import EngineRunner
+from ..tensor_meta import TensorMeta
+from .builder import OPTIMIZED_MODEL
+from .library import import_onnxruntime
+from .options import OnnxRuntimeOptions
+from .session import provider_list, session_options
+
+_ORT_TYPES = {
+    "tensor(float)": np.float32,
+    "tensor(float16)": np.float16,
+    "tensor(double)": np.float64,
+    "tensor(uint8)": np.uint8,
+    "tensor(int8)": np.int8,
+    "tensor(int32)": np.int32,
+    "tensor(int64)": np.int64,
+    "tensor(bool)": np.bool_,
+}
+
+
+class OnnxRuntimeRunner(EngineRunner):
+    def __init__(self, entry_dir: Path, options: OnnxRuntimeOptions, precision: Precision):
+        self.entry_dir = entry_dir
+        self.options = options
+        self.precision = precision
+        self._session: Any = None
+        self._inputs: tuple[TensorMeta, ...] = ()
+        self._outputs: tuple[TensorMeta, ...] = ()
+        self._output_names: list[str] = []
+
+    def activate(self) -> None:
+        ort = import_onnxruntime()
+        so = session_options(self.options, optimization=None)
+        providers = provider_list(self.options, self.precision, self.entry_dir)
+        try:
+            self._session = ort.InferenceSession(str(self.entry_dir / OPTIMIZED_MODEL), so, providers=providers)
+        except Exception as exc:
+            raise EngineBuildError(f"cannot load engine {self.entry_dir}: {str(exc).strip().splitlines()[0]}") from None
+        self._inputs = tuple(_meta(arg) for arg in self._session.get_inputs())
+        self._outputs = tuple(_meta(arg) for arg in self._session.get_outputs())
+        self._output_names = [meta.name for meta in self._outputs]
+
+    def deactivate(self) -> None:
+        self._session = None
+
+    @property
+    def inputs(self) -> tuple[TensorMeta, ...]:
+        return self._inputs
+
+    @property
+    def outputs(self) -> tuple[TensorMeta, ...]:
+        return self._outputs
+
+    def _infer(self, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if self._session is None:
+            raise RuntimeError("runner is not active; use it as a context manager or call activate()")
+        values = self._session.run(self._output_names, feed)
+        return dict(zip(self._output_names, values, strict=True))
+
+
+def _meta(arg: Any) -> TensorMeta:
+    dtype = np.dtype(_ORT_TYPES.get(arg.type, np.float32))
+    return TensorMeta(arg.name, dtype, tuple(d if isinstance(d, int) else (d or None) for d in arg.shape))

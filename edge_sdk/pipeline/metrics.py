@@ -1,0 +1,54 @@
+"""Latency percentiles and throughput over a run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class LatencyRecorder:
+    """Collects per-frame durations (milliseconds) by stage name."""
+
+    samples: dict[str, list[float]] = field(default_factory=dict)
+
+    def add(self, stage: str, milliseconds: float) -> None:
+        self.samples.setdefault(stage, []).append(milliseconds)
+
+    def percentile(self, stage: str, q: float) -> float:
+        values = self.samples.get(stage)
+        return float(np.percentile(values, q)) if values else float("nan")
+
+    def mean(self, stage: str) -> float:
+        values = self.samples.get(stage)
+        return float(np.mean(values)) if values else float("nan")
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    frames: int
+    seconds: float
+    latency_p50_ms: float
+    latency_p99_ms: float
+    stage_mean_ms: dict[str, float]
+    sink_failures: dict[str, str]
+    engine_built: bool
+    engine_seconds: float
+
+    @property
+    def fps(self) -> float:
+        return self.frames / self.seconds if self.seconds > 0 else 0.0
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "frames": self.frames,
+            "seconds": round(self.seconds, 3),
+            "fps": round(self.fps, 2),
+            "latency_p50_ms": round(self.latency_p50_ms, 2),
+            "latency_p99_ms": round(self.latency_p99_ms, 2),
+            "stage_mean_ms": {k: round(v, 3) for k, v in self.stage_mean_ms.items()},
+            "sink_failures": self.sink_failures,
+            "engine_built": self.engine_built,
+            "engine_seconds": round(self.engine_seconds, 3),
+        }

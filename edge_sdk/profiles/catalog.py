@@ -1,0 +1,62 @@
+"""Find, load and choose device profiles."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from edge_sdk.errors import ConfigError
+from edge_sdk.yaml_model import load_yaml_model
+
+from .host import HostFacts, HostProbe
+from .model import DeviceProfile
+
+PROFILE_DIR_ENV = "EDGE_SDK_PROFILE_DIR"
+
+
+def default_profile_dir() -> Path:
+    """`$EDGE_SDK_PROFILE_DIR`, else the `device_profiles/` shipped with the SDK."""
+    if os.environ.get(PROFILE_DIR_ENV):
+        return Path(os.environ[PROFILE_DIR_ENV])
+    packaged = Path(__file__).resolve().parent.parent / "device_profiles"
+    if packaged.is_dir():  # installed wheel
+        return packaged
+    return Path(__file__).resolve().parents[2] / "device_profiles"  # source checkout
+
+
+class ProfileCatalog:
+    """All profiles in one directory, validated when loaded."""
+
+    def __init__(self, directory: Path | None = None):
+        self.directory = directory or default_profile_dir()
+
+    def names(self) -> list[str]:
+        return sorted(path.stem for path in self.directory.glob("*.yaml"))
+
+    def load(self, name: str) -> DeviceProfile:
+        path = self.directory / f"{name}.yaml"
+        if not path.is_file():
+            known = ", ".join(self.names()) or "none"
+            raise ConfigError(f"unknown profile '{name}'; known profiles: {known}")
+        profile = load_yaml_model(path, DeviceProfile)
+        if profile.name != name:
+            raise ConfigError(f"{path}: key 'name': expected '{name}' (the file name), got '{profile.name}'")
+        return profile
+
+    def load_all(self) -> list[DeviceProfile]:
+        return [self.load(name) for name in self.names()]
+
+    def detect(self, facts: HostFacts | None = None) -> DeviceProfile:
+        """The highest-priority profile whose detection rule matches the host."""
+        facts = facts or HostProbe().facts()
+        matching = [p for p in self.load_all() if p.detect.matches(facts)]
+        if not matching:
+            raise ConfigError(
+                f"no profile in {self.directory} matches this host (arch {facts.arch}); "
+                "pass --profile NAME or add a profile"
+            )
+        return max(matching, key=lambda p: p.priority)
+
+    def resolve(self, name: str | None, facts: HostFacts | None = None) -> DeviceProfile:
+        """The named profile, or the detected one when no name is given."""
+        return self.load(name) if name else self.detect(facts)

@@ -1,0 +1,76 @@
+"""The DeviceProfile schema: what a box is and how engines are built and run on it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from edge_sdk.engines.onnxruntime.options import OnnxRuntimeOptions
+from edge_sdk.precision import Precision
+
+from .host import HostFacts
+
+# One member today; the native TensorRT backend joins this union keyed on `backend:`.
+EngineOptions = Annotated[OnnxRuntimeOptions, Field(discriminator="backend")]
+
+
+class DetectionRule(BaseModel):
+    """Every condition that is set must hold for the profile to match the host."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    arch: list[Literal["x86_64", "aarch64"]] = Field(
+        default_factory=list, description="CPU architectures that match (any of); empty = any."
+    )
+    tegra: bool | None = Field(None, description="Require (true) or exclude (false) an NVIDIA Tegra/Jetson SoC.")
+    board_contains: list[str] = Field(
+        default_factory=list,
+        description="Device-tree model or compatible must contain one of these (case-insensitive).",
+    )
+    dla: bool | None = Field(None, description="Require (true) or exclude (false) NVDLA cores.")
+    npu: bool | None = Field(None, description="Require (true) or exclude (false) an Ascend NPU (/dev/davinci*).")
+    nvidia_gpu: bool | None = Field(None, description="Require (true) or exclude (false) a discrete NVIDIA GPU.")
+    cpu_flags_all: list[str] = Field(
+        default_factory=list, description="CPU flags (/proc/cpuinfo flags or Features) that must all be present."
+    )
+
+    def matches(self, facts: HostFacts) -> bool:
+        board = facts.board.lower()
+        checks = [
+            not self.arch or facts.arch in self.arch,
+            self.tegra is None or facts.is_tegra == self.tegra,
+            not self.board_contains or any(s.lower() in board for s in self.board_contains),
+            self.dla is None or (facts.dla_cores > 0) == self.dla,
+            self.npu is None or (facts.npu_devices > 0 or facts.npu_chip is not None) == self.npu,
+            self.nvidia_gpu is None or bool(facts.nvidia_gpus) == self.nvidia_gpu,
+            all(flag in facts.cpu_flags for flag in self.cpu_flags_all),
+        ]
+        return all(checks)
+
+
+class DeviceProfile(BaseModel):
+    """One kind of box. Loaded from `device_profiles/<name>.yaml`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$", description="Profile name; must equal the file name.")
+    description: str = Field(description="One line a person reads in `edge-sdk profiles list`.")
+    priority: int = Field(0, description="When several profiles match a host, the highest priority wins.")
+    detect: DetectionRule = Field(description="Host facts that select this profile in `edge-sdk profiles detect`.")
+    precisions: list[Precision] = Field(min_length=1, description="Precisions engines may be built in.")
+    default_precision: Precision = Field(description="Precision used when none is asked for.")
+    engine: EngineOptions = Field(description="Backend and its options, keyed on `backend:`.")
+
+    @model_validator(mode="after")
+    def _default_precision_is_supported(self) -> DeviceProfile:
+        if self.default_precision not in self.precisions:
+            raise ValueError(f"default_precision {self.default_precision!r} is not one of precisions {self.precisions}")
+        return self
+
+    def content_hash(self) -> str:
+        """Hash of everything in the profile, so editing a profile invalidates its engines."""
+        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True)
+        return hashlib.sha256(canonical.encode()).hexdigest()

@@ -1,0 +1,85 @@
+"""The canonical types every step takes and returns: frames, detections, results."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class FrameMeta:
+    """Which frame of which source; pixels travel separately."""
+
+    source: str
+    index: int
+    timestamp: float
+    width: int
+    height: int
+
+
+@dataclass(frozen=True)
+class Frame:
+    """A BGR uint8 HxWx3 image (OpenCV's convention) and where it came from."""
+
+    meta: FrameMeta
+    image: np.ndarray
+
+
+@dataclass(frozen=True)
+class Detection:
+    """A box in pixel coordinates of the source frame."""
+
+    x1: float
+    y1: float
+    x2: float
+    y2: float
+    score: float
+    class_id: int
+    label: str
+
+    def __post_init__(self) -> None:
+        if not (self.x2 >= self.x1 and self.y2 >= self.y1):
+            raise ValueError(f"expected x2 >= x1 and y2 >= y1, got box ({self.x1}, {self.y1}, {self.x2}, {self.y2})")
+        if not 0.0 <= self.score <= 1.0:
+            raise ValueError(f"expected a score in [0, 1], got {self.score}")
+
+
+@dataclass(frozen=True)
+class Classification:
+    class_id: int
+    label: str
+    score: float
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a pipeline produced for one frame."""
+
+    frame: FrameMeta
+    detections: tuple[Detection, ...] = ()
+    classifications: tuple[Classification, ...] = ()
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.frame.source,
+            "frame": self.frame.index,
+            "timestamp": round(self.frame.timestamp, 6),
+            "width": self.frame.width,
+            "height": self.frame.height,
+            "detections": [
+                {
+                    "label": d.label,
+                    "class_id": d.class_id,
+                    "score": round(d.score, 4),
+                    "box": [round(d.x1, 1), round(d.y1, 1), round(d.x2, 1), round(d.y2, 1)],
+                }
+                for d in self.detections
+            ],
+            "classifications": [
+                {"label": c.label, "class_id": c.class_id, "score": round(c.score, 4)} for c in self.classifications
+            ],
+            "timings_ms": {name: round(value, 3) for name, value in self.timings_ms.items()},
+        }

@@ -1,0 +1,1 @@
+"""Frame sources, chosen by URI scheme (see registry.py)."""
