@@ -32,8 +32,7 @@ def parse_yaml_model(
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
     except yaml.MarkedYAMLError as exc:
-        line = exc.problem_mark.line + 1 if exc.problem_mark else "?"
-        raise ConfigError(f"{source}:{line}: malformed YAML: {exc.problem}") from None
+        raise ConfigError(_describe_yaml_error(exc, source)) from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{source}: malformed YAML: {exc}") from None
     if not isinstance(data, dict):
@@ -44,9 +43,23 @@ def parse_yaml_model(
         raise ConfigError(_describe_first_error(exc, source, _key_lines(node))) from None
 
 
+def _describe_yaml_error(exc: yaml.MarkedYAMLError, source: str) -> str:
+    """Point at where the broken construct starts (an unclosed '[' or quote), not where parsing gave up."""
+    problem_line = exc.problem_mark.line + 1 if exc.problem_mark else None
+    # For flow collections and quoted scalars the context mark is where the construct opened; for
+    # block errors it is the enclosing mapping, which is less precise than the problem mark.
+    if exc.context_mark is not None and exc.context and ("flow" in exc.context or "quoted" in exc.context):
+        context_line = exc.context_mark.line + 1
+        return f"{source}:{context_line}: malformed YAML: {exc.problem} ({exc.context} from line {context_line})"
+    return f"{source}:{problem_line or '?'}: malformed YAML: {exc.problem}"
+
+
 def _describe_first_error(exc: ValidationError, source: str, lines: dict[KeyPath, int]) -> str:
     error = exc.errors()[0]
-    loc = _document_path(error["loc"], lines)
+    raw_loc = tuple(error["loc"])
+    if error["type"] == "union_tag_invalid":  # name the tag key (e.g. 'backend'), not just the union
+        raw_loc += (str(error.get("ctx", {}).get("discriminator", "")).strip("'"),)
+    loc = _document_path(raw_loc, lines)
     line = next((lines[loc[:depth]] for depth in range(len(loc), -1, -1) if loc[:depth] in lines), None)
     key = ".".join(str(part) for part in loc) or "(top level)"
     where = f"{source}:{line}" if line else source

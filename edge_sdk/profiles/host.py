@@ -57,6 +57,8 @@ class HostFacts:
         """A stable string naming the hardware an engine was optimised for."""
         flags = hashlib.sha256(" ".join(sorted(self.cpu_flags)).encode()).hexdigest()[:12]
         parts = [f"arch={self.arch}", f"cpu={self.cpu_model}", f"cpu_flags={flags}"]
+        if self.tegra_release:  # the L4T release fixes the TensorRT/CUDA versions engines were built with
+            parts.append("l4t=" + self.tegra_release.splitlines()[0].split(", GCID")[0].lstrip("# "))
         if self.device_tree_model:
             parts.append(f"board={self.device_tree_model}")
         if self.dla_cores:
@@ -78,7 +80,9 @@ class HostProbe:
 
     def facts(self) -> HostFacts:
         cpuinfo = self._read("proc/cpuinfo") or ""
-        arch = self.arch or self._read("proc/sys/kernel/arch") or platform.machine()
+        # The running machine's arch only stands in when probing the real root.
+        fallback = platform.machine() if self.root == Path("/") else "unknown"
+        arch = self.arch or self._read("proc/sys/kernel/arch") or fallback
         return HostFacts(
             arch=_normalise_arch(arch.strip()),
             cpu_model=_cpuinfo_value(cpuinfo, ("model name", "Model", "Hardware", "CPU part")),

@@ -6,7 +6,7 @@ import hashlib
 import json
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from edge_sdk.engines.onnxruntime.options import OnnxRuntimeOptions
 from edge_sdk.precision import Precision
@@ -64,11 +64,13 @@ class DeviceProfile(BaseModel):
     default_precision: Precision = Field(description="Precision used when none is asked for.")
     engine: EngineOptions = Field(description="Backend and its options, keyed on `backend:`.")
 
-    @model_validator(mode="after")
-    def _default_precision_is_supported(self) -> DeviceProfile:
-        if self.default_precision not in self.precisions:
-            raise ValueError(f"default_precision {self.default_precision!r} is not one of precisions {self.precisions}")
-        return self
+    @field_validator("default_precision")
+    @classmethod
+    def _default_precision_is_supported(cls, value: Precision, info: ValidationInfo) -> Precision:
+        precisions = info.data.get("precisions")
+        if precisions is not None and value not in precisions:
+            raise ValueError(f"expected one of precisions {precisions}")
+        return value
 
     def content_hash(self) -> str:
         """Hash of everything in the profile, so editing a profile invalidates its engines."""

@@ -1,0 +1,74 @@
+"""Fixtures shared by every test package: the repo, the shipped model, caches, small videos."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from edge_sdk.engines.cache import EngineCache
+from edge_sdk.profiles import DeviceProfile, ProfileCatalog
+from edge_sdk.sources.opencv import import_cv2
+from edge_sdk.sources.synthetic import PanZoomSource
+
+from . import onnx_models
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEMO_MODEL = REPO_ROOT / "models" / "ssdlite_mobilenet_v2_person.onnx"
+ASTRONAUT = REPO_ROOT / "tools" / "assets" / "astronaut.jpg"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test touches the user's real engine cache."""
+    monkeypatch.setenv("EDGE_SDK_CACHE_DIR", str(tmp_path / "default-engine-cache"))
+
+
+@pytest.fixture
+def engine_cache(tmp_path: Path) -> EngineCache:
+    return EngineCache(tmp_path / "engines")
+
+
+@pytest.fixture(scope="session")
+def catalog() -> ProfileCatalog:
+    return ProfileCatalog(REPO_ROOT / "device_profiles")
+
+
+@pytest.fixture(scope="session")
+def cpu_profile(catalog: ProfileCatalog) -> DeviceProfile:
+    return catalog.load("x86-cpu")
+
+
+@pytest.fixture(scope="session")
+def demo_model() -> Path:
+    return DEMO_MODEL
+
+
+@pytest.fixture(scope="session")
+def astronaut_bgr():  # type: ignore[no-untyped-def]
+    image = import_cv2().imread(str(ASTRONAUT))
+    assert image is not None, "the shipped astronaut photo must decode"
+    return image
+
+
+@pytest.fixture(scope="session")
+def small_video(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """24 frames (320x240, mp4v) of a virtual camera panning across the astronaut photo."""
+    cv2 = import_cv2()
+    path = tmp_path_factory.mktemp("video") / "astronaut.mp4"
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), 30.0, (320, 240))
+    with PanZoomSource(ASTRONAUT, frames=24, size=(320, 240)) as source:
+        for frame in source:
+            writer.write(frame.image)
+    writer.release()
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("models")
+    return {
+        "float_classifier": onnx_models.float_classifier(folder / "float_classifier.onnx"),
+        "float_classifier_batch1": onnx_models.float_classifier(folder / "float_classifier_b1.onnx", batch=1),
+        "uint8_mean_classifier": onnx_models.uint8_mean_classifier(folder / "uint8_mean_classifier.onnx"),
+    }
