@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -55,7 +56,10 @@ def _describe_yaml_error(exc: yaml.MarkedYAMLError, source: str) -> str:
 
 
 def _describe_first_error(exc: ValidationError, source: str, lines: dict[KeyPath, int]) -> str:
-    error = exc.errors()[0]
+    errors = exc.errors()
+    # An unknown key is usually a misspelt one, which also shows up as a missing key: report the
+    # unknown key first, with the missing one as a suggestion.
+    error = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     raw_loc = tuple(error["loc"])
     if error["type"] == "union_tag_invalid":  # name the tag key (e.g. 'backend'), not just the union
         raw_loc += (str(error.get("ctx", {}).get("discriminator", "")).strip("'"),)
@@ -64,14 +68,16 @@ def _describe_first_error(exc: ValidationError, source: str, lines: dict[KeyPath
     key = ".".join(str(part) for part in loc) or "(top level)"
     where = f"{source}:{line}" if line else source
     if error["type"] == "extra_forbidden":
-        message = "unknown key"
+        missing = [str(e["loc"][-1]) for e in errors if e["type"] == "missing" and e["loc"][:-1] == error["loc"][:-1]]
+        close = difflib.get_close_matches(str(error["loc"][-1]), missing, n=1)
+        message = f"unknown key (did you mean '{close[0]}'?)" if close else "unknown key"
     elif error["type"] == "missing":
         message = "required key is missing"
     elif isinstance(error.get("input"), dict | list):
         message = error["msg"]
     else:
         message = f"{error['msg']}, got {error.get('input')!r}"
-    more = len(exc.errors()) - 1
+    more = len(errors) - 1
     suffix = f" (+{more} more problem{'s' if more > 1 else ''})" if more else ""
     return f"{where}: key '{key}': {message}{suffix}"
 

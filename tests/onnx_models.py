@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-OPSET = 17
+OPSET = 18
 
 
 def _save(graph: onnx.GraphProto, path: Path) -> Path:

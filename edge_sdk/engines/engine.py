@@ -68,6 +68,7 @@ def prepare_engine(
 
     def build(out_dir: Path) -> dict[str, object]:
         log.info("building %s engine for %s (%s, %s)", backend.name, model_path.name, profile.name, precision)
+        model.check()
         facts_ = builder.build(model, profile.engine, precision, out_dir)
         return {"model_path": str(model_path.resolve()), **facts_}
 

@@ -21,7 +21,10 @@ class ModelFile:
 
     @classmethod
     def load(cls, path: Path) -> ModelFile:
-        """Read and check `path`; a missing, empty or corrupt file raises `ModelError`."""
+        """Read and parse `path`; a missing, empty or undecodable file raises `ModelError`.
+
+        The full ONNX check is left to `check()`, which builds call: a cached start skips it.
+        """
         import onnx
 
         try:
@@ -34,10 +37,10 @@ class ModelFile:
             raise ModelError(f"model file is empty: {path}")
         try:
             proto = onnx.load_model_from_string(data)
-            onnx.checker.check_model(proto)
-        except Exception as exc:  # onnx raises DecodeError, ValidationError, ... for bad files
-            first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise ModelError(f"{path} is not a valid ONNX model: {first_line}") from None
+            if not proto.graph.node:
+                raise ValueError("the graph has no nodes")
+        except Exception as exc:  # onnx raises DecodeError and others for bad files
+            raise ModelError(f"{path} is not a valid ONNX model: {_first_line(exc)}") from None
         initializers = {init.name for init in proto.graph.initializer}
         return cls(
             path=path,
@@ -46,3 +49,17 @@ class ModelFile:
             outputs=tuple(TensorMeta.from_value_info(v) for v in proto.graph.output),
             opset=max((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), default=0),
         )
+
+    def check(self) -> None:
+        """Run the ONNX checker; a model that decodes but is invalid raises `ModelError`."""
+        import onnx
+
+        try:
+            onnx.checker.check_model(str(self.path))
+        except Exception as exc:  # ValidationError and friends
+            raise ModelError(f"{self.path} is not a valid ONNX model: {_first_line(exc)}") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from edge_sdk.postprocess import PostprocessSpec
 from edge_sdk.precision import Precision
@@ -35,20 +36,27 @@ class PipelineConfig(BaseModel):
     sources: list[SourceSpec] = Field(min_length=1, description="Where frames come from.")
     postprocess: PostprocessSpec = Field(description="How raw model outputs become results, keyed on `type:`.")
     sinks: list[SinkSpec] = Field(default_factory=list, description="Where results go, each keyed on `type:`.")
-    base_dir: Path = Field(Path("."), exclude=True, description="Folder relative paths start from (set on load).")
+    _base_dir: Path = PrivateAttr(default_factory=Path)
+
+    @property
+    def base_dir(self) -> Path:
+        """Folder that relative paths in the file start from (the file's own folder once loaded)."""
+        return self._base_dir
 
     def resolved(self, base_dir: Path) -> PipelineConfig:
         """A copy whose relative model and sink paths start from `base_dir`."""
 
         def rebase(path: Path) -> Path:
-            return path if path.is_absolute() else base_dir / path
+            return path if path.is_absolute() else Path(os.path.normpath(base_dir / path))
 
         sinks = [
             sink.model_copy(update={"path": rebase(sink.path)}) if hasattr(sink, "path") else sink
             for sink in self.sinks
         ]
         model = self.model.model_copy(update={"path": rebase(self.model.path)})
-        return self.model_copy(update={"model": model, "sinks": sinks, "base_dir": base_dir})
+        copy = self.model_copy(update={"model": model, "sinks": sinks})
+        copy._base_dir = base_dir
+        return copy
 
 
 def load_pipeline(path: Path) -> PipelineConfig:

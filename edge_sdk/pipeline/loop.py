@@ -14,6 +14,7 @@ from contextlib import ExitStack
 
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.engines.engine import prepare_engine
+from edge_sdk.engines.model_file import ModelFile
 from edge_sdk.engines.tensor_meta import TensorMeta
 from edge_sdk.errors import ConfigError
 from edge_sdk.postprocess import build_postprocessor
@@ -39,15 +40,17 @@ def run_pipeline(
 ) -> RunSummary:
     """Run until every source ends (or `stop` is set); returns frame count, FPS and latencies."""
     stop = stop or threading.Event()
+    # Check that the model fits the pipeline before spending time on an engine build.
+    model = ModelFile.load(config.model.path)
+    model_input = select_input(model.inputs, config.model.input)
+    preprocess = Preprocessor(config.preprocess, model_input)
+    postprocess = build_postprocessor(config.postprocess)
+    postprocess.check_outputs(model.outputs)
     prepared = prepare_engine(config.model.path, profile, config.model.precision, cache)
     latencies = LatencyRecorder()
     frames = 0
     with ExitStack() as stack:
         engine = stack.enter_context(prepared.open())
-        model_input = select_input(engine.inputs, config.model.input)
-        preprocess = Preprocessor(config.preprocess, model_input)
-        postprocess = build_postprocessor(config.postprocess)
-        postprocess.check_outputs(engine.outputs)
         sources = [create_source(spec, config.base_dir) for spec in config.sources]
         for source in sources:
             stack.enter_context(source)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+import os
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -19,7 +20,7 @@ SourceFactory = Callable[[SourceSpec, str, dict[str, str], Path], Source]
 
 def _local_path(location: str, base_dir: Path) -> Path:
     path = Path(location).expanduser()
-    return path if path.is_absolute() else base_dir / path
+    return path if path.is_absolute() else Path(os.path.normpath(base_dir / path))
 
 
 def _video_file(spec: SourceSpec, location: str, query: dict[str, str], base_dir: Path) -> Source:
