@@ -72,3 +72,24 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "float_classifier_batch1": onnx_models.float_classifier(folder / "float_classifier_b1.onnx", batch=1),
         "uint8_mean_classifier": onnx_models.uint8_mean_classifier(folder / "uint8_mean_classifier.onnx"),
     }
+
+
+HARDWARE_MARKERS = {
+    "tensorrt": ("TensorrtExecutionProvider", "needs onnxruntime with TensorRT and an NVIDIA GPU/Jetson"),
+    "gpu": ("CUDAExecutionProvider", "needs onnxruntime-gpu and an NVIDIA GPU"),
+    "atlas": ("CANNExecutionProvider", "needs onnxruntime-cann, the CANN toolkit and an Ascend NPU"),
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip hardware tests, with the reason, where the provider they need is absent."""
+    try:
+        import onnxruntime
+
+        available = set(onnxruntime.get_available_providers())
+    except ImportError:
+        available = set()
+    for item in items:
+        for marker, (provider, reason) in HARDWARE_MARKERS.items():
+            if item.get_closest_marker(marker) and provider not in available:
+                item.add_marker(pytest.mark.skip(reason=f"{reason} ({provider} not available here)"))

@@ -47,6 +47,7 @@ class PipelineConfig(BaseModel):
         """A copy whose relative model and sink paths start from `base_dir`."""
 
         def rebase(path: Path) -> Path:
+            path = path.expanduser()
             return path if path.is_absolute() else Path(os.path.normpath(base_dir / path))
 
         sinks = [

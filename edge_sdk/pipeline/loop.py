@@ -62,6 +62,8 @@ def run_pipeline(
         started = time.perf_counter()
         while active and not stop.is_set():
             for source in list(active):
+                if stop.is_set():
+                    break
                 t0 = time.perf_counter()
                 frame = source.read()
                 limit = limits[id(source)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from edge_sdk.engines.tensor_meta import TensorMeta
 from edge_sdk.errors import ModelError
@@ -25,6 +25,15 @@ class PreprocessSpec(BaseModel):
     scale: float = Field(1.0, description="Multiply pixel values by this (float32 only), e.g. 1/255.")
     mean: tuple[float, float, float] | None = Field(None, description="Subtract per channel after scaling.")
     std: tuple[float, float, float] | None = Field(None, description="Divide per channel after the mean.")
+
+
+    @field_validator("scale", "mean", "std")
+    @classmethod
+    def _float_only(cls, value: object, info: ValidationInfo) -> object:
+        unchanged = value is None or (info.field_name == "scale" and value == 1.0)
+        if info.data.get("dtype") == "uint8" and not unchanged:
+            raise ValueError(f"expected no {info.field_name} for uint8 input (it applies to dtype: float32)")
+        return value
 
 
 class Preprocessor:

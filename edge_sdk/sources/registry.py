@@ -41,6 +41,8 @@ def _synthetic(spec: SourceSpec, location: str, query: dict[str, str], base_dir:
         fps = float(query.get("fps", "30"))
     except ValueError:
         raise ConfigError(f"synthetic source: expected size=WxH, frames=N, fps=F in {spec.uri}") from None
+    if width < 1 or height < 1 or frames < 1 or fps <= 0:
+        raise ConfigError(f"synthetic source: expected size=WxH with W, H >= 1, frames >= 1, fps > 0 in {spec.uri}")
     image = _local_path(query["image"], base_dir) if "image" in query else None
     return PanZoomSource(
         image,

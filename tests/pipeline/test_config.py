@@ -92,10 +92,6 @@ def test_load_pipeline_when_given_a_relative_path_still_resolves_against_the_yam
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="edge_sdk bug: model and sink paths are not passed through expanduser(), unlike source paths",
-)
 def test_load_pipeline_when_paths_start_with_tilde_expands_the_home_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -234,3 +230,15 @@ def test_load_pipeline_when_file_is_empty_says_a_mapping_is_expected(tmp_path: P
 
     # then
     assert str(path) in message and "mapping" in message, "an empty file is reported, not a stack trace"
+
+
+def test_load_pipeline_when_uint8_input_gets_a_mean_says_it_needs_float32(tmp_path: Path) -> None:
+    # given a uint8 model input (the default) with a normalisation that only float inputs can take
+    text = VALID.replace("sources:\n", "preprocess:\n  mean: [0.5, 0.5, 0.5]\nsources:\n")
+
+    # when
+    path, message = load_error(tmp_path, text)
+
+    # then
+    assert message.startswith(f"{path}:5:"), "the error points at the mean line"
+    assert "'preprocess.mean'" in message and "float32" in message, "the error says mean needs dtype float32"

@@ -83,9 +83,7 @@ def test_run_pipeline_when_detector_reads_the_video_finds_the_person_in_most_fra
     assert [line["frame"] for line in lines] == list(range(VIDEO_FRAMES)), "frames are reported in order, 0..23"
     assert {line["source"] for line in lines} == {"astronaut"}, "each line names its source"
     with_person = [
-        line
-        for line in lines
-        if any(d["label"] == "person" and d["score"] >= 0.5 for d in line["detections"])
+        line for line in lines if any(d["label"] == "person" and d["score"] >= 0.5 for d in line["detections"])
     ]
     assert len(with_person) >= 20, f"the astronaut is found in most frames, got {len(with_person)} of 24"
     frames, size = count_video_frames(tmp_path / "out" / "annotated.mp4")
@@ -175,6 +173,31 @@ def test_run_pipeline_when_stop_is_set_from_on_result_stops_early(
     assert summary.frames == 3, "no frame is processed after stop is set"
     assert [r.frame.index for r in seen] == [0, 1, 2], "the callback saw the first three frames"
     assert len(read_jsonl(tmp_path / "results.jsonl")) == 3, "sinks got exactly the frames that were processed"
+
+
+def test_run_pipeline_when_stop_is_set_with_several_sources_processes_no_further_frame(
+    tmp_path: Path, tiny_models: dict[str, Path], cpu_profile: DeviceProfile, engine_cache: EngineCache
+) -> None:
+    # given three cameras and a callback that asks the run to stop after the very first result
+    config = pipeline_file(
+        tmp_path,
+        model={"path": str(tiny_models["uint8_mean_classifier"])},
+        sources=[{"uri": "synthetic://?frames=10&size=32x24", "name": name} for name in ("a", "b", "c")],
+        postprocess={"type": "classification", "output": "scores"},
+    )
+    stop = threading.Event()
+    seen: list[Result] = []
+
+    def on_result(result: Result) -> None:
+        seen.append(result)
+        stop.set()
+
+    # when
+    summary = run_pipeline(config, cpu_profile, engine_cache, stop=stop, on_result=on_result)
+
+    # then
+    assert [(r.frame.source, r.frame.index) for r in seen] == [("a", 0)], "no result arrives after stop is set"
+    assert summary.frames == 1, "only the frame before the stop is counted"
 
 
 def test_run_pipeline_when_a_sink_fails_reports_it_and_the_others_get_every_frame(
