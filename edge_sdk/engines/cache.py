@@ -87,12 +87,12 @@ class EngineCache:
     def get_or_build(self, key: EngineKey, build: Build) -> tuple[CacheEntry, bool]:
         """The entry for `key`, building it first when it is absent or corrupt. Returns (entry, built)."""
         digest = key.digest()
-        entry = self._healthy(digest)
+        entry = self._healthy(digest, warn=False)
         if entry:
             return entry, False
         self._ensure_writable()
         with FileLock(str(self.root / f".{digest}.lock")):
-            entry = self._healthy(digest)  # another process may have built it while we waited
+            entry = self._healthy(digest, warn=True)  # another process may have built it while we waited
             if entry:
                 return entry, False
             return self._build(key, digest, build), True
@@ -113,20 +113,23 @@ class EngineCache:
                 removed.append(report.digest)
         return removed
 
-    def _healthy(self, digest: str) -> CacheEntry | None:
+    def _healthy(self, digest: str, warn: bool) -> CacheEntry | None:
         directory = self.root / digest
         if not directory.exists():
             return None
         report = self._check(directory)
         if report.problem is None:
             return CacheEntry(directory, report.manifest)
-        log.warning("engine cache entry %s is unusable (%s); rebuilding", digest, report.problem)
+        if warn:
+            log.warning("engine cache entry %s is unusable (%s); rebuilding", digest, report.problem)
         return None
 
     def _check(self, directory: Path) -> EntryReport:
         try:
             manifest = json.loads((directory / MANIFEST).read_text())
             files: dict[str, str] = manifest["files"]
+            if not isinstance(files, dict):
+                raise TypeError("files is not a mapping")
         except FileNotFoundError:
             return EntryReport(directory.name, directory, {}, "manifest.json is missing")
         except (OSError, ValueError, KeyError, TypeError):

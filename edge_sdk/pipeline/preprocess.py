@@ -26,7 +26,6 @@ class PreprocessSpec(BaseModel):
     mean: tuple[float, float, float] | None = Field(None, description="Subtract per channel after scaling.")
     std: tuple[float, float, float] | None = Field(None, description="Divide per channel after the mean.")
 
-
     @field_validator("scale", "mean", "std")
     @classmethod
     def _float_only(cls, value: object, info: ValidationInfo) -> object:

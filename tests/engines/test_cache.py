@@ -96,23 +96,12 @@ def delete_manifest(entry: Path) -> None:
     (entry / MANIFEST).unlink()
 
 
-FILES_NOT_A_MAPPING_BUG = pytest.mark.xfail(
-    strict=True,
-    reason="edge_sdk bug: EngineCache._check calls manifest['files'].items() outside its try block, so a manifest "
-    "whose 'files' is not a mapping raises AttributeError instead of being reported unreadable",
-)
-
 DAMAGE = [
     pytest.param(truncate_artifact, "does not match its hash", id="truncated-artifact"),
     pytest.param(delete_artifact, f"{ARTIFACT} is missing", id="missing-artifact"),
     pytest.param(garbage_manifest, "manifest.json is unreadable", id="garbage-manifest"),
     pytest.param(manifest_not_an_object, "manifest.json is unreadable", id="manifest-not-an-object"),
-    pytest.param(
-        manifest_files_not_a_mapping,
-        "manifest.json is unreadable",
-        id="manifest-files-not-a-mapping",
-        marks=FILES_NOT_A_MAPPING_BUG,
-    ),
+    pytest.param(manifest_files_not_a_mapping, "manifest.json is unreadable", id="manifest-files-not-a-mapping"),
     pytest.param(delete_manifest, "manifest.json is missing", id="missing-manifest"),
 ]
 
@@ -307,11 +296,6 @@ def test_prepare_engine_when_entry_is_damaged_rebuilds_it_and_the_engine_runs(
     assert [r.problem for r in verify_cache(engine_cache)] == [None], "the rebuilt entry must verify as healthy"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="edge_sdk bug: EngineCache.get_or_build calls _healthy() before and again under the lock, and _healthy "
-    "logs the warning each time, so one damaged entry logs the same WARNING twice",
-)
 @pytest.mark.parametrize(
     "damage", [truncate_artifact, garbage_manifest, delete_manifest], ids=["truncated", "garbage", "missing"]
 )

@@ -180,12 +180,6 @@ def test_provider_list_when_openvino_is_configured_passes_device_precision_and_c
     assert Path(opts["cache_dir"]).is_relative_to(tmp_path / "entry"), "OpenVINO's blobs must live in the entry"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="edge_sdk bug: OpenVinoProvider.ort_options passes precision.upper(), i.e. 'INT8', which ONNX Runtime's "
-    "OpenVINO EP rejects on every device (it accepts FP32/FP16/ACCURACY), although check_providers allows int8 "
-    "with openvino",
-)
 @pytest.mark.parametrize("device", ["CPU", "GPU"])
 def test_provider_list_when_openvino_builds_int8_passes_a_precision_openvino_accepts(
     device: str, tmp_path: Path
@@ -218,11 +212,6 @@ def test_provider_list_when_xnnpack_is_configured_passes_its_thread_count(
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="edge_sdk bug: the cpu provider's 'arena' option is ignored; CpuProvider.ort_options returns {} and "
-    "session_options never sets SessionOptions.enable_cpu_mem_arena",
-)
 def test_session_options_when_cpu_arena_is_off_disables_the_cpu_memory_arena() -> None:
     # Given a profile that turns the CPU memory arena off
     options = ort_options({"type": "cpu", "arena": False})
@@ -315,10 +304,30 @@ def _directory(tmp_path: Path, demo_model: Path) -> Path:
     return path
 
 
+def _decodes_but_invalid(tmp_path: Path, demo_model: Path) -> Path:
+    """Valid protobuf, but onnx.checker rejects it: the node reads a tensor nothing defines."""
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["undefined"], ["y"])],
+        "dangling_input",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp_path / "dangling.onnx"
+    onnx.save(model, str(path))
+    return path
+
+
+def cache_dirs(cache: EngineCache) -> list[str]:
+    """Entries and staging dirs in the cache (lock files do not count)."""
+    return sorted(p.name for p in cache.root.iterdir() if p.is_dir()) if cache.root.exists() else []
+
+
 @pytest.mark.parametrize(
     "make_bad_model",
-    [_missing, _empty, _random_bytes, _truncated, _directory],
-    ids=["missing", "empty", "random-bytes", "truncated", "directory"],
+    [_missing, _empty, _random_bytes, _truncated, _directory, _decodes_but_invalid],
+    ids=["missing", "empty", "random-bytes", "truncated", "directory", "decodes-but-invalid"],
 )
 def test_prepare_engine_when_model_file_is_unusable_raises_model_error_naming_it(
     make_bad_model: Any,
@@ -328,7 +337,7 @@ def test_prepare_engine_when_model_file_is_unusable_raises_model_error_naming_it
     engine_cache: EngineCache,
     host_facts: HostFacts,
 ) -> None:
-    # Given a model path that is missing, empty, not ONNX, cut short or a directory
+    # Given a model path that is missing, empty, not ONNX, cut short, a directory or rejected by onnx.checker
     bad_model = make_bad_model(tmp_path, demo_model)
 
     # When an engine is prepared from it
@@ -338,7 +347,7 @@ def test_prepare_engine_when_model_file_is_unusable_raises_model_error_naming_it
     # Then the error names the file and the cache is untouched
     assert str(bad_model) in str(raised.value), "the error must name the model file"
     assert "\n" not in str(raised.value), "the error must be one line the CLI can print"
-    assert not engine_cache.root.exists(), "a bad model must not write anything into the cache"
+    assert cache_dirs(engine_cache) == [], "a bad model must leave no entry or staging dir in the cache"
 
 
 def test_prepare_engine_when_onnx_accepts_a_model_onnxruntime_cannot_build_raises_engine_build_error(
@@ -361,7 +370,7 @@ def test_prepare_engine_when_onnx_accepts_a_model_onnxruntime_cannot_build_raise
     message = str(raised.value)
     assert "unbuildable.onnx" in message, "the error must name the model"
     assert "Nope" in message, "the error must carry ONNX Runtime's reason (the unknown operator)"
-    assert not [p for p in engine_cache.root.iterdir() if p.is_dir()], "a failed build must leave no directory"
+    assert cache_dirs(engine_cache) == [], "a failed build must leave no entry or staging dir"
 
 
 # --- Inputs checked before they reach ONNX Runtime ------------------------------------------------------------
@@ -401,13 +410,6 @@ def test_runner_infer_when_input_does_not_fit_raises_model_error_saying_expected
         assert fragment in str(raised.value), f"the error must say '{fragment}'"
 
 
-UNMAPPED_DTYPE_BUG = pytest.mark.xfail(
-    strict=True,
-    reason="edge_sdk bug: onnxruntime/runner.py _ORT_TYPES lacks int16/uint16/uint32/uint64 and silently maps "
-    "unknown ORT types to float32, so the runner rejects correctly typed inputs",
-)
-
-
 @pytest.mark.parametrize(
     "dtype",
     [
@@ -417,10 +419,10 @@ UNMAPPED_DTYPE_BUG = pytest.mark.xfail(
         np.int8,
         np.int32,
         np.int64,
-        pytest.param(np.int16, marks=UNMAPPED_DTYPE_BUG),
-        pytest.param(np.uint16, marks=UNMAPPED_DTYPE_BUG),
-        pytest.param(np.uint32, marks=UNMAPPED_DTYPE_BUG),
-        pytest.param(np.uint64, marks=UNMAPPED_DTYPE_BUG),
+        np.int16,
+        np.uint16,
+        np.uint32,
+        np.uint64,
     ],
     ids=lambda d: np.dtype(d).name,
 )

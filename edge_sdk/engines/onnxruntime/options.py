@@ -85,7 +85,9 @@ class OpenVinoProvider(_Strict):
     ort_name: ClassVar[str] = "OpenVINOExecutionProvider"
 
     def ort_options(self, precision: Precision, cache_dir: str) -> dict[str, Any]:
-        return {"device_type": self.device_type, "precision": precision.upper(), "cache_dir": cache_dir}
+        # OpenVINO takes FP32, FP16 or ACCURACY; an int8 model carries its own (QDQ) quantisation.
+        mode = {"fp32": "FP32", "fp16": "FP16", "int8": "ACCURACY"}[precision]
+        return {"device_type": self.device_type, "precision": mode, "cache_dir": cache_dir}
 
 
 ExecutionProvider = Annotated[

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from edge_sdk.errors import EngineBuildError
+from edge_sdk.errors import EngineBuildError, ModelError
 from edge_sdk.precision import Precision
 
 from ..runner import EngineRunner
@@ -17,16 +17,8 @@ from .library import import_onnxruntime
 from .options import OnnxRuntimeOptions
 from .session import provider_list, session_options
 
-_ORT_TYPES = {
-    "tensor(float)": np.float32,
-    "tensor(float16)": np.float16,
-    "tensor(double)": np.float64,
-    "tensor(uint8)": np.uint8,
-    "tensor(int8)": np.int8,
-    "tensor(int32)": np.int32,
-    "tensor(int64)": np.int64,
-    "tensor(bool)": np.bool_,
-}
+# ONNX Runtime names element types like ONNX does ("tensor(float)"); numpy names differ for a few.
+_ORT_TYPE_NAMES = {"float": "float32", "double": "float64", "bool": "bool"}
 
 
 class OnnxRuntimeRunner(EngineRunner):
@@ -70,5 +62,9 @@ class OnnxRuntimeRunner(EngineRunner):
 
 
 def _meta(arg: Any) -> TensorMeta:
-    dtype = np.dtype(_ORT_TYPES.get(arg.type, np.float32))
+    element = str(arg.type).removeprefix("tensor(").removesuffix(")")
+    try:
+        dtype = np.dtype(_ORT_TYPE_NAMES.get(element, element))
+    except TypeError:
+        raise ModelError(f"input or output '{arg.name}' has type {arg.type}, which the SDK cannot feed") from None
     return TensorMeta(arg.name, dtype, tuple(d if isinstance(d, int) else (d or None) for d in arg.shape))

@@ -42,10 +42,13 @@ def check_providers(options: OnnxRuntimeOptions, precision: Precision) -> None:
         raise ConfigError(
             f"precision fp16 needs a GPU/NPU execution provider (tensorrt, cuda, cann, openvino), got {sorted(types)}"
         )
-    if precision == "int8" and not types & {"tensorrt", "openvino"}:
+    cpu_openvino = [p for p in options.execution_providers if p.type == "openvino" and p.device_type.startswith("CPU")]
+    if precision == "fp16" and cpu_openvino:
+        raise ConfigError("OpenVINO on the CPU runs FP32 only; use precision fp32 or device_type GPU/NPU")
+    if precision == "int8":
         raise ConfigError(
-            "precision int8 on ONNX Runtime's CPU provider needs a quantised (QDQ) model built from "
-            "calibration data, which this SDK version does not build yet; use fp32"
+            "precision int8 needs a quantised engine built from calibration data, which this SDK version "
+            "does not build yet; use fp32 or fp16"
         )
 
 
@@ -53,6 +56,7 @@ def session_options(options: OnnxRuntimeOptions, optimization: str | None) -> An
     """SessionOptions with the profile's threading; `optimization` None disables graph optimisation."""
     ort = import_onnxruntime()
     so = ort.SessionOptions()
+    so.enable_cpu_mem_arena = all(p.arena for p in options.execution_providers if p.type == "cpu")
     so.intra_op_num_threads = options.intra_op_threads
     so.inter_op_num_threads = options.inter_op_threads
     if options.inter_op_threads > 1:
