@@ -37,13 +37,17 @@ class PreparedEngine:
 
 
 def prepare_engine(
-    model_path: Path,
+    model: Path | ModelFile,
     profile: DeviceProfile,
     precision: Precision | None = None,
     cache: EngineCache | None = None,
     facts: HostFacts | None = None,
 ) -> PreparedEngine:
-    """Validate arguments, then return the cached engine for this key or build it."""
+    """Validate arguments, then return the cached engine for this key or build it.
+
+    `model` is an ONNX path, or a `ModelFile` the caller already loaded (so it is not read twice).
+    """
+    started = time.perf_counter()
     precision = precision or profile.default_precision
     if precision not in profile.precisions:
         raise ConfigError(
@@ -52,7 +56,7 @@ def prepare_engine(
     backend = get_backend(profile.engine.backend)
     builder = backend.builder()
     builder.check(profile.engine, precision)
-    model = ModelFile.load(model_path)
+    model = model if isinstance(model, ModelFile) else ModelFile.load(model)
     cache = cache or EngineCache()
     key = EngineKey(
         model_sha256=model.sha256,
@@ -64,13 +68,12 @@ def prepare_engine(
         precision=precision,
         input_shapes=";".join(meta.describe() for meta in model.inputs),
     )
-    started = time.perf_counter()
 
     def build(out_dir: Path) -> dict[str, object]:
-        log.info("building %s engine for %s (%s, %s)", backend.name, model_path.name, profile.name, precision)
+        log.info("building %s engine for %s (%s, %s)", backend.name, model.path.name, profile.name, precision)
         model.check()
-        facts_ = builder.build(model, profile.engine, precision, out_dir)
-        return {"model_path": str(model_path.resolve()), **facts_}
+        build_facts = builder.build(model, profile.engine, precision, out_dir)
+        return {"model_path": str(model.path.resolve()), **build_facts}
 
     entry, built = cache.get_or_build(key, build)
     return PreparedEngine(entry, model, profile, precision, built, time.perf_counter() - started)

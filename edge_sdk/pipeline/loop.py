@@ -6,7 +6,6 @@ The multi-process shared-memory runtime replaces this loop behind the same confi
 from __future__ import annotations
 
 import dataclasses
-import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -28,8 +27,6 @@ from .config import PipelineConfig
 from .metrics import LatencyRecorder, RunSummary
 from .preprocess import Preprocessor
 
-log = logging.getLogger(__name__)
-
 
 def run_pipeline(
     config: PipelineConfig,
@@ -46,7 +43,7 @@ def run_pipeline(
     preprocess = Preprocessor(config.preprocess, model_input)
     postprocess = build_postprocessor(config.postprocess)
     postprocess.check_outputs(model.outputs)
-    prepared = prepare_engine(config.model.path, profile, config.model.precision, cache)
+    prepared = prepare_engine(model, profile, config.model.precision, cache)
     latencies = LatencyRecorder()
     frames = 0
     with ExitStack() as stack:
@@ -72,15 +69,15 @@ def run_pipeline(
                     continue
                 t1 = time.perf_counter()
                 tensor = preprocess(frame.image)
-                t1b = time.perf_counter()
+                t_pre = time.perf_counter()
                 outputs = engine.infer({model_input.name: tensor})
                 t2 = time.perf_counter()
                 result = postprocess({name: value[0] for name, value in outputs.items()}, frame.meta)
                 t3 = time.perf_counter()
                 timings = {
                     "capture": t1 - t0,
-                    "preprocess": t1b - t1,
-                    "infer": t2 - t1b,
+                    "preprocess": t_pre - t1,
+                    "infer": t2 - t_pre,
                     "postprocess": t3 - t2,
                     "total": t3 - t1,
                 }
