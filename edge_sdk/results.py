@@ -28,6 +28,13 @@ class Frame:
 
 
 @dataclass(frozen=True)
+class Classification:
+    class_id: int
+    label: str
+    score: float
+
+
+@dataclass(frozen=True)
 class Detection:
     """A box in pixel coordinates of the source frame."""
 
@@ -38,19 +45,14 @@ class Detection:
     score: float
     class_id: int
     label: str
+    classifications: tuple[Classification, ...] = ()
+    """What a secondary (cascade) model said about this box."""
 
     def __post_init__(self) -> None:
         if not (self.x2 >= self.x1 and self.y2 >= self.y1):
             raise ValueError(f"expected x2 >= x1 and y2 >= y1, got box ({self.x1}, {self.y1}, {self.x2}, {self.y2})")
         if not 0.0 <= self.score <= 1.0:
             raise ValueError(f"expected a score in [0, 1], got {self.score}")
-
-
-@dataclass(frozen=True)
-class Classification:
-    class_id: int
-    label: str
-    score: float
 
 
 @dataclass(frozen=True)
@@ -75,11 +77,18 @@ class Result:
                     "class_id": d.class_id,
                     "score": round(d.score, 4),
                     "box": [round(d.x1, 1), round(d.y1, 1), round(d.x2, 1), round(d.y2, 1)],
+                    **(
+                        {"classifications": [_classification_dict(c) for c in d.classifications]}
+                        if d.classifications
+                        else {}
+                    ),
                 }
                 for d in self.detections
             ],
-            "classifications": [
-                {"label": c.label, "class_id": c.class_id, "score": round(c.score, 4)} for c in self.classifications
-            ],
+            "classifications": [_classification_dict(c) for c in self.classifications],
             "timings_ms": {name: round(value, 3) for name, value in self.timings_ms.items()},
         }
+
+
+def _classification_dict(classification: Classification) -> dict[str, Any]:
+    return {"label": classification.label, "class_id": classification.class_id, "score": round(classification.score, 4)}

@@ -72,7 +72,8 @@ def run_pipeline(
                 t_pre = time.perf_counter()
                 outputs = engine.infer({model_input.name: tensor})
                 t2 = time.perf_counter()
-                result = postprocess({name: value[0] for name, value in outputs.items()}, frame.meta)
+                geometry = preprocess.geometry(frame.meta.width, frame.meta.height)
+                result = postprocess({name: value[0] for name, value in outputs.items()}, frame.meta, geometry)
                 t3 = time.perf_counter()
                 timings = {
                     "capture": t1 - t0,

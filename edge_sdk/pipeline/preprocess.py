@@ -10,6 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from edge_sdk.engines.tensor_meta import TensorMeta
 from edge_sdk.errors import ModelError
 
+from .geometry import InputGeometry
+
 
 class PreprocessSpec(BaseModel):
     """What the model expects; stated once in the pipeline file."""
@@ -19,6 +21,10 @@ class PreprocessSpec(BaseModel):
     resize: tuple[int, int] | None = Field(
         None, description="[width, height] the model takes; null feeds frames at their own size."
     )
+    resize_mode: Literal["stretch", "letterbox"] = Field(
+        "stretch", description="stretch to the size, or keep the aspect ratio and pad (YOLO-style letterbox)."
+    )
+    pad_value: int = Field(114, ge=0, le=255, description="Grey level of letterbox padding.")
     color: Literal["rgb", "bgr"] = Field("rgb", description="Channel order the model was trained on.")
     layout: Literal["nhwc", "nchw"] = Field("nhwc", description="Tensor layout of the model input.")
     dtype: Literal["uint8", "float32"] = Field("uint8", description="Element type of the model input.")
@@ -43,13 +49,28 @@ class Preprocessor:
         self.spec = spec
         self.model_input = model_input
 
+    def geometry(self, frame_width: int, frame_height: int) -> InputGeometry:
+        """Where a frame of this size lands in the model input."""
+        if not self.spec.resize:
+            return InputGeometry.identity(frame_width, frame_height)
+        width, height = self.spec.resize
+        if self.spec.resize_mode == "stretch":
+            return InputGeometry(width, height, width / frame_width, height / frame_height)
+        scale = min(width / frame_width, height / frame_height)
+        pad_x = (width - round(frame_width * scale)) // 2
+        pad_y = (height - round(frame_height * scale)) // 2
+        return InputGeometry(width, height, scale, scale, pad_x, pad_y)
+
     def __call__(self, image: np.ndarray) -> np.ndarray:
         """One BGR uint8 HxWx3 frame -> a batch of one in the model's layout and dtype."""
         import cv2
 
         spec = self.spec
         if spec.resize and (image.shape[1], image.shape[0]) != spec.resize:
-            image = cv2.resize(image, spec.resize, interpolation=cv2.INTER_LINEAR)
+            if spec.resize_mode == "stretch":
+                image = cv2.resize(image, spec.resize, interpolation=cv2.INTER_LINEAR)
+            else:
+                image = self._letterbox(image)
         if spec.color == "rgb":
             image = image[:, :, ::-1]
         tensor: np.ndarray = image
@@ -62,6 +83,16 @@ class Preprocessor:
         if spec.layout == "nchw":
             tensor = tensor.transpose(2, 0, 1)
         return np.ascontiguousarray(tensor[np.newaxis])
+
+    def _letterbox(self, image: np.ndarray) -> np.ndarray:
+        import cv2
+
+        geometry = self.geometry(image.shape[1], image.shape[0])
+        inner = (round(image.shape[1] * geometry.scale_x), round(image.shape[0] * geometry.scale_y))
+        canvas = np.full((geometry.input_height, geometry.input_width, 3), self.spec.pad_value, dtype=np.uint8)
+        x, y = int(geometry.pad_x), int(geometry.pad_y)
+        canvas[y : y + inner[1], x : x + inner[0]] = cv2.resize(image, inner, interpolation=cv2.INTER_LINEAR)
+        return canvas
 
 
 def check_input_fits(spec: PreprocessSpec, model_input: TensorMeta) -> None:

@@ -9,6 +9,7 @@ import numpy as np
 
 from edge_sdk.engines.tensor_meta import TensorMeta
 from edge_sdk.errors import ModelError
+from edge_sdk.pipeline.geometry import InputGeometry
 from edge_sdk.results import FrameMeta, Result
 
 
@@ -18,8 +19,8 @@ class Postprocessor(ABC):
         """Engine outputs this post-processor reads."""
 
     @abstractmethod
-    def __call__(self, outputs: Mapping[str, np.ndarray], frame: FrameMeta) -> Result:
-        """`outputs` hold one frame each (batch axis removed)."""
+    def __call__(self, outputs: Mapping[str, np.ndarray], frame: FrameMeta, geometry: InputGeometry) -> Result:
+        """`outputs` hold one frame each (batch axis removed); `geometry` maps model-input pixels to the frame."""
 
     def check_outputs(self, outputs: Sequence[TensorMeta]) -> None:
         names = {meta.name for meta in outputs}

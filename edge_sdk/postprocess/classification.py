@@ -8,6 +8,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from edge_sdk.pipeline.geometry import InputGeometry
 from edge_sdk.results import Classification, FrameMeta, Result
 
 from .base import Postprocessor, label_for
@@ -31,7 +32,7 @@ class ClassificationPostprocessor(Postprocessor):
     def required_outputs(self) -> Sequence[str]:
         return [self.spec.output]
 
-    def __call__(self, outputs: Mapping[str, np.ndarray], frame: FrameMeta) -> Result:
+    def __call__(self, outputs: Mapping[str, np.ndarray], frame: FrameMeta, geometry: InputGeometry) -> Result:
         scores = outputs[self.spec.output].astype(np.float64).reshape(-1)
         if self.spec.softmax:
             exp = np.exp(scores - scores.max())

@@ -8,6 +8,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from edge_sdk.pipeline.geometry import InputGeometry
 from edge_sdk.results import Detection, FrameMeta, Result
 
 from .base import Postprocessor, label_for
@@ -35,7 +36,7 @@ class SsdPostprocessor(Postprocessor):
         names = [self.spec.boxes, self.spec.scores, self.spec.classes]
         return names + ([self.spec.count] if self.spec.count else [])
 
-    def __call__(self, outputs: Mapping[str, np.ndarray], frame: FrameMeta) -> Result:
+    def __call__(self, outputs: Mapping[str, np.ndarray], frame: FrameMeta, geometry: InputGeometry) -> Result:
         spec = self.spec
         boxes, scores, classes = outputs[spec.boxes], outputs[spec.scores], outputs[spec.classes]
         count = int(outputs[spec.count]) if spec.count else len(scores)

@@ -7,16 +7,18 @@ import pytest
 
 from edge_sdk.engines.tensor_meta import TensorMeta
 from edge_sdk.errors import ModelError
+from edge_sdk.pipeline.geometry import InputGeometry
 from edge_sdk.postprocess import build_postprocessor
 from edge_sdk.postprocess.classification import ClassificationPostprocessor, ClassificationSpec
 from edge_sdk.results import FrameMeta
 
 FRAME = FrameMeta(source="cam", index=0, timestamp=0.0, width=64, height=48)
+GEOMETRY = InputGeometry.identity(FRAME.width, FRAME.height)
 
 
 def classify(scores: list[float], **spec: object) -> list[tuple[int, str, float]]:
     post = ClassificationPostprocessor(ClassificationSpec(type="classification", output="logits", **spec))
-    result = post({"logits": np.asarray(scores, dtype=np.float32)}, FRAME)
+    result = post({"logits": np.asarray(scores, dtype=np.float32)}, FRAME, GEOMETRY)
     assert result.detections == (), "a classifier reports no boxes"
     return [(c.class_id, c.label, c.score) for c in result.classifications]
 

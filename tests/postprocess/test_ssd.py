@@ -7,11 +7,13 @@ import pytest
 
 from edge_sdk.engines.tensor_meta import TensorMeta
 from edge_sdk.errors import ModelError
+from edge_sdk.pipeline.geometry import InputGeometry
 from edge_sdk.postprocess import build_postprocessor
 from edge_sdk.postprocess.ssd import SsdPostprocessor, SsdSpec
 from edge_sdk.results import FrameMeta
 
 FRAME = FrameMeta(source="cam", index=7, timestamp=0.0, width=200, height=100)
+GEOMETRY = InputGeometry.identity(FRAME.width, FRAME.height)
 
 
 def ssd_outputs(
@@ -33,7 +35,7 @@ def test_ssd_postprocessor_when_scores_straddle_the_threshold_keeps_only_those_a
     outputs = ssd_outputs([[0.1, 0.1, 0.2, 0.2]] * 4, [0.9, 0.5, 0.49, 0.1], [1, 1, 1, 1])
 
     # when
-    result = post(outputs, FRAME)
+    result = post(outputs, FRAME, GEOMETRY)
 
     # then
     assert [d.score for d in result.detections] == pytest.approx([0.9, 0.5]), (
@@ -48,7 +50,7 @@ def test_ssd_postprocessor_when_count_is_below_k_ignores_the_padding_rows() -> N
     outputs = ssd_outputs([[0.1, 0.1, 0.2, 0.2]] * 3, [0.8, 0.95, 0.9], [1, 1, 1], count=1)
 
     # when
-    result = post(outputs, FRAME)
+    result = post(outputs, FRAME, GEOMETRY)
 
     # then
     assert [d.score for d in result.detections] == pytest.approx([0.8]), "rows past num_detections are not results"
@@ -61,7 +63,7 @@ def test_ssd_postprocessor_when_count_output_is_null_uses_every_row() -> None:
     del outputs["num_detections:0"]
 
     # when
-    result = post(outputs, FRAME)
+    result = post(outputs, FRAME, GEOMETRY)
 
     # then
     assert len(result.detections) == 3, "without a count output, all K rows are considered"
@@ -74,7 +76,7 @@ def test_ssd_postprocessor_when_boxes_are_yxyx_converts_them_to_pixel_corners() 
     outputs = ssd_outputs([[0.1, 0.2, 0.5, 0.8]], [0.9], [1])
 
     # when
-    (det,) = post(outputs, FRAME).detections
+    (det,) = post(outputs, FRAME, GEOMETRY).detections
 
     # then
     assert (det.x1, det.y1, det.x2, det.y2) == pytest.approx((40.0, 10.0, 160.0, 50.0)), (
@@ -88,7 +90,7 @@ def test_ssd_postprocessor_when_boxes_are_xyxy_reads_x_first() -> None:
     outputs = ssd_outputs([[0.2, 0.1, 0.8, 0.5]], [0.9], [1])
 
     # when
-    (det,) = post(outputs, FRAME).detections
+    (det,) = post(outputs, FRAME, GEOMETRY).detections
 
     # then
     assert (det.x1, det.y1, det.x2, det.y2) == pytest.approx((40.0, 10.0, 160.0, 50.0)), (
@@ -102,7 +104,7 @@ def test_ssd_postprocessor_when_boxes_leave_the_frame_clips_them_to_its_edges() 
     outputs = ssd_outputs([[-0.2, -0.1, 1.3, 1.05]], [0.9], [1])
 
     # when
-    (det,) = post(outputs, FRAME).detections
+    (det,) = post(outputs, FRAME, GEOMETRY).detections
 
     # then
     assert (det.x1, det.y1, det.x2, det.y2) == pytest.approx((0.0, 0.0, 200.0, 100.0)), (
@@ -116,7 +118,7 @@ def test_ssd_postprocessor_when_class_offset_and_labels_are_set_names_each_class
     outputs = ssd_outputs([[0.1, 0.1, 0.2, 0.2]] * 3, [0.9, 0.8, 0.7], [1, 2, 5])
 
     # when
-    detections = post(outputs, FRAME).detections
+    detections = post(outputs, FRAME, GEOMETRY).detections
 
     # then
     assert [d.class_id for d in detections] == [0, 1, 4], "class_offset is subtracted from the model's class ids"
@@ -131,7 +133,7 @@ def test_ssd_postprocessor_when_class_offset_is_zero_uses_ids_as_they_come() -> 
     outputs = ssd_outputs([[0.1, 0.1, 0.2, 0.2]], [0.9], [1])
 
     # when
-    (det,) = post(outputs, FRAME).detections
+    (det,) = post(outputs, FRAME, GEOMETRY).detections
 
     # then
     assert (det.class_id, det.label) == (1, "person"), "with offset 0 the model's id indexes the labels directly"
@@ -143,7 +145,7 @@ def test_ssd_postprocessor_when_nothing_passes_the_threshold_gives_an_empty_resu
     outputs = ssd_outputs([[0.1, 0.1, 0.2, 0.2]], [0.59], [1])
 
     # when
-    result = post(outputs, FRAME)
+    result = post(outputs, FRAME, GEOMETRY)
 
     # then
     assert result.detections == (), "no detection above the threshold means an empty result, not an error"
