@@ -8,18 +8,23 @@ from pydantic import Field
 
 from .base import Postprocessor
 from .classification import ClassificationPostprocessor, ClassificationSpec
+from .custom import CallablePostprocessor, CallableSpec
 from .ssd import SsdPostprocessor, SsdSpec
+from .yolo import YoloPostprocessor, YoloSpec
 
-PostprocessSpec = Annotated[SsdSpec | ClassificationSpec, Field(discriminator="type")]
+AnyPostprocessSpec = SsdSpec | ClassificationSpec | YoloSpec | CallableSpec
+PostprocessSpec = Annotated[AnyPostprocessSpec, Field(discriminator="type")]
 
 POSTPROCESSORS: dict[str, type[Postprocessor]] = {
     "ssd": SsdPostprocessor,
     "classification": ClassificationPostprocessor,
+    "yolo": YoloPostprocessor,
+    "callable": CallablePostprocessor,
 }
 
 
-def build_postprocessor(spec: SsdSpec | ClassificationSpec) -> Postprocessor:
+def build_postprocessor(spec: AnyPostprocessSpec) -> Postprocessor:
     return POSTPROCESSORS[spec.type](spec)  # type: ignore[call-arg]
 
 
-__all__ = ["POSTPROCESSORS", "PostprocessSpec", "Postprocessor", "build_postprocessor"]
+__all__ = ["POSTPROCESSORS", "AnyPostprocessSpec", "PostprocessSpec", "Postprocessor", "build_postprocessor"]

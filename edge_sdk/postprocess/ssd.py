@@ -18,7 +18,9 @@ class SsdSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     type: Literal["ssd"] = Field(description="Boxes, scores and classes already filtered by NMS in the graph.")
-    boxes: str = Field("detection_boxes:0", description="Output with [N, K, 4] normalised boxes.")
+    boxes: str = Field(
+        "detection_boxes:0", description="Output with [N, K, 4] boxes normalised to the model input (0..1)."
+    )
     scores: str = Field("detection_scores:0", description="Output with [N, K] scores.")
     classes: str = Field("detection_classes:0", description="Output with [N, K] class ids.")
     count: str | None = Field("num_detections:0", description="Output with [N] valid detections; null = all K.")
@@ -41,17 +43,23 @@ class SsdPostprocessor(Postprocessor):
         boxes, scores, classes = outputs[spec.boxes], outputs[spec.scores], outputs[spec.classes]
         count = int(outputs[spec.count]) if spec.count else len(scores)
         keep = np.flatnonzero(scores[:count] >= spec.score_threshold)
+        corners = boxes[keep].astype(np.float32)
+        if spec.box_order == "yxyx":
+            corners = corners[:, [1, 0, 3, 2]]
+        # Normalised to the model input; the input may hold the frame letterboxed.
+        corners *= np.array([geometry.input_width, geometry.input_height] * 2, dtype=np.float32)
+        framed = geometry.to_frame(corners)
+        framed[:, [0, 2]] = np.clip(framed[:, [0, 2]], 0.0, frame.width)
+        framed[:, [1, 3]] = np.clip(framed[:, [1, 3]], 0.0, frame.height)
         detections = []
-        for i in keep:
-            b = np.clip(boxes[i], 0.0, 1.0)
-            y1, x1, y2, x2 = b if spec.box_order == "yxyx" else (b[1], b[0], b[3], b[2])
+        for (x1, y1, x2, y2), i in zip(framed.tolist(), keep, strict=True):
             class_id = int(classes[i]) - spec.class_offset
             detections.append(
                 Detection(
-                    x1=float(x1) * frame.width,
-                    y1=float(y1) * frame.height,
-                    x2=float(x2) * frame.width,
-                    y2=float(y2) * frame.height,
+                    x1=x1,
+                    y1=y1,
+                    x2=max(x1, x2),
+                    y2=max(y1, y2),
                     score=float(scores[i]),
                     class_id=class_id,
                     label=label_for(spec.labels, class_id),

@@ -179,3 +179,34 @@ def test_ssd_check_outputs_when_every_output_is_present_accepts_the_model() -> N
 
     # when / then: no error
     post.check_outputs(model_outputs)
+
+
+def test_ssd_postprocessor_when_input_was_letterboxed_maps_boxes_back_to_the_frame() -> None:
+    # given a 200x100 frame letterboxed into a 300x300 input: scale 1.5, 75 rows of padding above
+    geometry = InputGeometry(300, 300, 1.5, 1.5, 0, 75)
+    post = SsdPostprocessor(SsdSpec(type="ssd"))
+    # a box normalised to the input: x 0.2..0.8 (60..240 px), y 0.3..0.5 (90..150 px)
+    outputs = ssd_outputs([[0.3, 0.2, 0.5, 0.8]], [0.9], [1])
+
+    # when
+    (det,) = post(outputs, FRAME, geometry).detections
+
+    # then
+    assert (det.x1, det.y1, det.x2, det.y2) == pytest.approx((40.0, 10.0, 160.0, 50.0)), (
+        "input pixels lose the padding and the scale, giving the box in frame pixels"
+    )
+
+
+def test_ssd_postprocessor_when_a_box_reaches_into_the_letterbox_padding_clips_it_to_the_frame() -> None:
+    # given the same letterbox and a box from the top of the input (inside the padding) to its middle
+    geometry = InputGeometry(300, 300, 1.5, 1.5, 0, 75)
+    post = SsdPostprocessor(SsdSpec(type="ssd"))
+    outputs = ssd_outputs([[0.0, 0.0, 0.5, 1.0]], [0.9], [1])
+
+    # when
+    (det,) = post(outputs, FRAME, geometry).detections
+
+    # then
+    assert (det.x1, det.y1, det.x2, det.y2) == pytest.approx((0.0, 0.0, 200.0, 50.0)), (
+        "the part of the box over the padding is cut at the frame's top edge"
+    )
