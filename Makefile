@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 DEMO_VIDEO := build/demo/demo.mp4
 
-.PHONY: demo test lint format typecheck bench mosquitto schemas clean
+.PHONY: demo test lint format typecheck bench system-deps schemas clean
 
 # The stamps re-run pip whenever pyproject.toml changes.
 $(VENV)/.runtime: pyproject.toml
@@ -23,14 +23,20 @@ $(DEMO_VIDEO): tools/make_demo_video.py tools/assets/astronaut.jpg | $(VENV)/.ru
 demo: $(VENV)/.runtime $(DEMO_VIDEO)
 	$(BIN)/edge-sdk run pipelines/demo.yaml
 
-# Tests start private brokers from the Mosquitto binary; install Debian's when missing and we are root.
-mosquitto:
-	@if command -v mosquitto >/dev/null 2>&1 || test -x /usr/sbin/mosquitto; then :; \
+# Tests start private brokers (mosquitto) and RTSP servers (rtsp-server-perl); install Debian's
+# packages when missing and we are root (one apt-get update), otherwise say what to run.
+SYSTEM_DEPS := mosquitto:/usr/sbin/mosquitto rtsp-server-perl:/usr/bin/rtsp-server-perl
+system-deps:
+	@missing=""; \
+	for dep in $(SYSTEM_DEPS); do \
+		command -v $${dep%%:*} >/dev/null 2>&1 || test -x $${dep#*:} || missing="$$missing $${dep%%:*}"; \
+	done; \
+	if [ -z "$$missing" ]; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		echo "installing Debian's mosquitto"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mosquitto >/dev/null; \
+		echo "installing Debian's$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	else \
-		echo "mosquitto is missing: run 'sudo apt-get install mosquitto' (Debian/Ubuntu), then 'make test' again" >&2; \
+		echo "missing:$$missing; run 'sudo apt-get install$$missing' (Debian/Ubuntu), then 'make test' again" >&2; \
 		exit 1; \
 	fi
 
@@ -45,7 +51,7 @@ format: $(VENV)/.test
 typecheck: $(VENV)/.test
 	$(BIN)/mypy
 
-test: $(VENV)/.test mosquitto lint
+test: $(VENV)/.test system-deps lint
 	$(BIN)/python -m pytest
 
 # Figures for docs/benchmarks.md; each script prints what it measured.

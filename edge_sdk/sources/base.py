@@ -10,17 +10,24 @@ from edge_sdk.results import Frame
 
 
 class Source(ABC):
-    """Open, read frames until None, close. Frames are BGR uint8 HxWx3."""
+    """Open, read frames until None, close. Frames are BGR uint8 HxWx3.
+
+    read() returns None when the source has ended for good (a file, a finite synthetic camera) and
+    raises SourceError when it broke (a live stream stalled, a camera went away): a
+    ReconnectingSource reopens on the second and stops on the first.
+    """
 
     name: str
     fps: float | None = None
+    is_live: bool = False
+    """Frames arrive at the camera's pace whether or not anyone reads them (drop, don't queue)."""
 
     @abstractmethod
     def open(self) -> None: ...
 
     @abstractmethod
     def read(self) -> Frame | None:
-        """The next frame, or None when the source has ended."""
+        """The next frame, or None when the source has ended; SourceError when it broke."""
 
     @abstractmethod
     def close(self) -> None: ...

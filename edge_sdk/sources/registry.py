@@ -8,11 +8,16 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from edge_sdk.errors import ConfigError
+from edge_sdk.status import StatusCallback, ignore_status
 
 from .base import Source
+from .gstreamer import GStreamerSource, nvargus_pipeline
 from .image_folder import ImageFolderSource
+from .reconnecting import ReconnectingSource, StopSignal
+from .rtsp import rtsp_source_from_uri
 from .spec import SourceSpec
 from .synthetic import PanZoomSource
+from .v4l2 import V4L2Source
 from .video_file import VideoFileSource
 
 SourceFactory = Callable[[SourceSpec, str, dict[str, str], Path], Source]
@@ -55,21 +60,117 @@ def _synthetic(spec: SourceSpec, location: str, query: dict[str, str], base_dir:
     )
 
 
+def _rtsp(spec: SourceSpec, location: str, query: dict[str, str], base_dir: Path) -> Source:
+    return rtsp_source_from_uri(spec.uri, spec.name)
+
+
+def _v4l2(spec: SourceSpec, location: str, query: dict[str, str], base_dir: Path) -> Source:
+    unknown = set(query) - {"width", "height", "fps"}
+    if unknown:
+        raise ConfigError(f"v4l2 source: unknown parameters {sorted(unknown)} in {spec.uri}")
+    if not location:
+        raise ConfigError(f"v4l2 source: expected v4l2:///dev/videoN or a camera index, got {spec.uri}")
+    device: str | int = int(location) if location.isdigit() else location
+    width, height = _positive_int(query, "width", spec.uri), _positive_int(query, "height", spec.uri)
+    fps = _positive_float(query, "fps", spec.uri)
+    return V4L2Source(device, name=spec.name, width=width, height=height, fps=fps)
+
+
+def _csi(spec: SourceSpec, location: str, query: dict[str, str], base_dir: Path) -> Source:
+    unknown = set(query) - {"width", "height", "fps", "flip"}
+    if unknown:
+        raise ConfigError(f"csi source: unknown parameters {sorted(unknown)} in {spec.uri}")
+    sensor = location.strip("/") or "0"
+    if not sensor.isdigit():
+        raise ConfigError(f"csi source: expected csi://SENSOR_ID (0, 1, ...), got {spec.uri}")
+    pipeline = nvargus_pipeline(
+        int(sensor),
+        width=_positive_int(query, "width", spec.uri) or 1920,
+        height=_positive_int(query, "height", spec.uri) or 1080,
+        fps=_positive_float(query, "fps", spec.uri) or 30.0,
+        flip=_whole_number(query, "flip", spec.uri, default=0),
+    )
+    return GStreamerSource(pipeline, name=spec.name or f"csi{sensor}", description=f"CSI camera {sensor} ({spec.uri})")
+
+
+def _gst(spec: SourceSpec, location: str, query: dict[str, str], base_dir: Path) -> Source:
+    # The pipeline is everything after gst:// verbatim: caps contain '/', '?' and ','.
+    return GStreamerSource(spec.uri.split("://", 1)[1], name=spec.name)
+
+
+def _whole_number(query: dict[str, str], key: str, uri: str, default: int) -> int:
+    if key not in query:
+        return default
+    if not query[key].isdigit():
+        raise ConfigError(f"expected {key}=N with a whole number N >= 0, got '{query[key]}' in {uri}")
+    return int(query[key])
+
+
+def _positive_int(query: dict[str, str], key: str, uri: str) -> int | None:
+    if key not in query:
+        return None
+    if not query[key].isdigit() or int(query[key]) < 1:
+        raise ConfigError(f"expected {key}=N with a whole number N >= 1, got '{query[key]}' in {uri}")
+    return int(query[key])
+
+
+def _positive_float(query: dict[str, str], key: str, uri: str) -> float | None:
+    if key not in query:
+        return None
+    try:
+        value = float(query[key])
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise ConfigError(f"expected {key}=F with a number F > 0, got '{query[key]}' in {uri}")
+    return value
+
+
 SOURCES: dict[str, SourceFactory] = {
     "file": _video_file,
     "images": _image_folder,
     "synthetic": _synthetic,
+    "rtsp": _rtsp,
+    "rtsps": _rtsp,
+    "v4l2": _v4l2,
+    "csi": _csi,
+    "gst": _gst,
 }
 
 
-def create_source(spec: SourceSpec, base_dir: Path) -> Source:
-    """A (not yet opened) source for `spec`; relative paths are taken from `base_dir`."""
-    parts = urlsplit(spec.uri)
+def create_source(
+    spec: SourceSpec,
+    base_dir: Path,
+    on_status: StatusCallback = ignore_status,
+    stop: StopSignal | None = None,
+) -> Source:
+    """A (not yet opened) source for `spec`; relative paths are taken from `base_dir`.
+
+    Live sources (`is_live`) come back wrapped in a ReconnectingSource that follows `spec.reconnect`,
+    reports through `on_status` and stops waiting when `stop` is set. A bare number is a camera index.
+    """
+    scheme, location, query = _split_uri(spec.uri)
+    if scheme not in SOURCES:
+        raise ConfigError(f"unknown source scheme '{scheme}://' in {spec.uri}; known: {', '.join(sorted(SOURCES))}")
+    source = SOURCES[scheme](spec, location, query, base_dir)
+    if source.is_live:
+        return ReconnectingSource(source, spec.reconnect.policy(), on_status=on_status, stop=stop)
+    return source
+
+
+def _split_uri(uri: str) -> tuple[str, str, dict[str, str]]:
+    """(scheme, location, query parameters); a plain path is `file`, a bare number a v4l2 camera index."""
+    if uri.startswith("gst://"):  # a pipeline, not a URL: caps hold '/', '?' and '[' freely
+        return "gst", uri[len("gst://") :], {}
+    if uri.strip().isdigit():
+        return "v4l2", uri.strip(), {}
+    try:
+        parts = urlsplit(uri)
+    except ValueError as error:
+        raise ConfigError(f"source uri: cannot parse {uri}: {error}") from None
     scheme = parts.scheme or "file"
     if len(scheme) == 1:  # a Windows drive letter, not a scheme
         scheme = "file"
-    if scheme not in SOURCES:
-        raise ConfigError(f"unknown source scheme '{scheme}://' in {spec.uri}; known: {', '.join(sorted(SOURCES))}")
-    location = spec.uri if not parts.scheme else (parts.netloc + parts.path)
+    location = uri if not parts.scheme else (parts.netloc + parts.path)
     query = {key: values[-1] for key, values in parse_qs(parts.query).items()}
-    return SOURCES[scheme](spec, location, query, base_dir)
+    return scheme, location, query

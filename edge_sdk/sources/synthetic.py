@@ -40,6 +40,7 @@ class PanZoomSource(Source):
         self.name = name
         self.loop = loop
         self.realtime = realtime
+        self.is_live = realtime
         self._still: np.ndarray | None = None
         self._index = 0
         self._next_due = 0.0

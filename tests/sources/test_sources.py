@@ -148,7 +148,7 @@ def test_create_source_when_synthetic_params_are_invalid_raises_config_error(tmp
     assert spec.uri in str(caught.value), "the error names the URI the user wrote"
 
 
-@pytest.mark.parametrize("uri", ["ftp://x", "rtsp://camera.local/stream1"])
+@pytest.mark.parametrize("uri", ["ftp://x", "http://camera.local/video.mjpg"])
 def test_create_source_when_scheme_is_unknown_raises_config_error_listing_known_schemes(
     tmp_path: Path, uri: str
 ) -> None:
@@ -162,7 +162,7 @@ def test_create_source_when_scheme_is_unknown_raises_config_error_listing_known_
     # then
     message = str(caught.value)
     assert uri.split(":")[0] in message, "the error names the scheme it does not know"
-    for known in ("file", "images", "synthetic"):
+    for known in ("file", "images", "synthetic", "rtsp", "rtsps", "v4l2", "csi", "gst"):
         assert known in message, f"the error lists the known scheme '{known}'"
 
 
