@@ -12,7 +12,7 @@ import pytest
 
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.pipeline.config import load_pipeline
-from edge_sdk.pipeline.loop import run_pipeline
+from edge_sdk.pipeline.run import run_pipeline
 from edge_sdk.profiles import DeviceProfile
 
 from .conftest import REPO_ROOT

@@ -16,6 +16,7 @@ class CliContext:
     profile_dir: Path | None = None
     cache_dir: Path | None = None
     console: Console = field(default_factory=lambda: Console(highlight=False))
+    err_console: Console = field(default_factory=lambda: Console(highlight=False, stderr=True))
 
     @property
     def catalog(self) -> ProfileCatalog:

@@ -8,12 +8,14 @@ import threading
 from pathlib import Path
 
 import click
+from rich.live import Live
 from rich.markup import escape
 
 from edge_sdk.pipeline.config import load_pipeline
-from edge_sdk.pipeline.loop import run_pipeline
+from edge_sdk.pipeline.run import run_pipeline
 
 from .context import CliContext
+from .stats_view import render_snapshot
 
 pass_cli = click.make_pass_decorator(CliContext)
 
@@ -22,19 +24,25 @@ pass_cli = click.make_pass_decorator(CliContext)
 @click.argument("pipeline", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--profile", "profile_name", help="Device profile (default: the file's, else detected).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.option("--stats", is_flag=True, help="Show a live table of stages, frame rings and latency.")
 @pass_cli
-def run(ctx: CliContext, pipeline: Path, profile_name: str | None, as_json: bool) -> None:
-    """Run a pipeline file until its sources end (Ctrl-C stops it cleanly)."""
+def run(ctx: CliContext, pipeline: Path, profile_name: str | None, as_json: bool, stats: bool) -> None:
+    """Run a pipeline file until its sources end; Ctrl-C or SIGTERM drains it and stops cleanly."""
     config = load_pipeline(pipeline)
     profile = ctx.profile(profile_name or config.profile)
     stop = threading.Event()
-    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    handlers = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    live = Live(console=ctx.err_console, refresh_per_second=4, transient=False) if stats else None
+    on_snapshot = (lambda snapshot: live.update(render_snapshot(snapshot))) if live else None
     try:
-        summary = run_pipeline(config, profile, ctx.cache, stop=stop)
-    except KeyboardInterrupt:
-        raise click.exceptions.Abort() from None
+        if live:
+            live.start()
+        summary = run_pipeline(config, profile, ctx.cache, stop=stop, on_snapshot=on_snapshot)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        if live:
+            live.stop()
+        for sig, previous in handlers.items():
+            signal.signal(sig, previous)
     if as_json:
         click.echo(json.dumps(summary.to_dict(), indent=2))
         return
@@ -50,5 +58,12 @@ def run(ctx: CliContext, pipeline: Path, profile_name: str | None, as_json: bool
     if outputs:
         folders = sorted({str(Path(o).parent) for o in outputs})
         console.print(f"  outputs in {', '.join(folders)}: {', '.join(Path(o).name for o in outputs)}")
+    dropped = {name: count for name, count in summary.dropped.items() if count}
+    if dropped:
+        console.print(f"  dropped frames (live sources, to stay current): {dropped}")
+    if summary.restarts:
+        console.print(f"  [yellow]restarted stages[/yellow]: {summary.restarts}")
+    if stop.is_set():
+        console.print("  stopped on request")
     for name, problem in summary.sink_failures.items():
         console.print(f"  [red]sink {escape(name)} failed[/red]: {escape(problem)}")

@@ -30,10 +30,20 @@ class PreparedEngine:
     built: bool
     seconds: float
 
-    def open(self) -> EngineRunner:
-        """A runner for this engine; use it as a context manager."""
+    def open(self, threads: int | None = None, share_cpu: bool = False) -> EngineRunner:
+        """A runner for this engine; use it as a context manager.
+
+        `threads` overrides the profile's threads per inference (several workers on few cores each
+        take fewer threads); `share_cpu` stops idle threads from busy-waiting, for when other stage
+        processes need the same cores. Neither changes the engine, so the cached artifact is reused.
+        """
         backend = get_backend(self.profile.engine.backend)
-        return backend.runner(self.entry.directory, self.profile.engine, self.precision)
+        options = self.profile.engine
+        if threads is not None:
+            options = options.model_copy(update={"intra_op_threads": threads})
+        if share_cpu:
+            options = options.model_copy(update={"allow_spinning": False})
+        return backend.runner(self.entry.directory, options, self.precision)
 
 
 def prepare_engine(

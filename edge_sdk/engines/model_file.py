@@ -50,6 +50,10 @@ class ModelFile:
             opset=max((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), default=0),
         )
 
+    @property
+    def inputs_by_name(self) -> dict[str, TensorMeta]:
+        return {meta.name: meta for meta in self.inputs}
+
     def check(self) -> None:
         """Run the ONNX checker; a model that decodes but is invalid raises `ModelError`."""
         import onnx

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from edge_sdk.postprocess import PostprocessSpec
+from edge_sdk.postprocess.cascade import CascadeSpec
 from edge_sdk.precision import Precision
 from edge_sdk.sinks import SinkSpec
 from edge_sdk.sources.spec import SourceSpec
@@ -24,6 +26,39 @@ class ModelSpec(BaseModel):
     precision: Precision | None = Field(None, description="Engine precision; the profile's default when null.")
 
 
+class PrometheusSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    port: int = Field(9108, ge=1, le=65535, description="Port of the /metrics endpoint.")
+    address: str = Field("127.0.0.1", description="Address to listen on; 0.0.0.0 exposes it to the network.")
+
+
+class RuntimeSpec(BaseModel):
+    """How stages run: processes over shared memory (default) or one in-process loop."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mode: Literal["processes", "inline"] = Field(
+        "processes", description="processes: capture, inference and output overlap; inline: one loop, one process."
+    )
+    ring_slots: int = Field(8, ge=3, description="Frame slots per source in shared memory (bounds memory).")
+    max_frame_size: tuple[int, int] = Field(
+        (1920, 1080), description="[width, height] of the largest frame a live source may deliver."
+    )
+    batch_size: int = Field(1, ge=1, description="Frames (across sources) per inference call.")
+    batch_timeout_ms: float = Field(5.0, ge=0, description="How long inference waits to fill a batch.")
+    inference_workers: int = Field(
+        1, ge=1, description="Inference processes; on CPUs, one per core with 1 thread each scales best."
+    )
+    inference_threads: int | None = Field(
+        None, ge=1, description="Threads per inference call in each worker; null = the profile's setting."
+    )
+    max_restarts: int = Field(3, ge=0, description="Restarts a crashed stage may have within restart_window_s.")
+    restart_window_s: float = Field(60.0, gt=0, description="Window for max_restarts, in seconds.")
+    stats_interval_s: float = Field(1.0, gt=0, description="How often stages report counters.")
+    prometheus: PrometheusSpec | None = Field(None, description="Serve Prometheus metrics while running; null = off.")
+
+
 class PipelineConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -35,7 +70,11 @@ class PipelineConfig(BaseModel):
     )
     sources: list[SourceSpec] = Field(min_length=1, description="Where frames come from.")
     postprocess: PostprocessSpec = Field(description="How raw model outputs become results, keyed on `type:`.")
+    cascade: CascadeSpec | None = Field(
+        None, description="A classifier run on crops of the detections (e.g. vehicle colour); null = none."
+    )
     sinks: list[SinkSpec] = Field(default_factory=list, description="Where results go, each keyed on `type:`.")
+    runtime: RuntimeSpec = Field(default_factory=RuntimeSpec, description="How the stages run.")
     _base_dir: Path = PrivateAttr(default_factory=Path)
 
     @property
@@ -55,7 +94,8 @@ class PipelineConfig(BaseModel):
             for sink in self.sinks
         ]
         model = self.model.model_copy(update={"path": rebase(self.model.path)})
-        copy = self.model_copy(update={"model": model, "sinks": sinks})
+        cascade = self.cascade.model_copy(update={"model": rebase(self.cascade.model)}) if self.cascade else None
+        copy = self.model_copy(update={"model": model, "sinks": sinks, "cascade": cascade})
         copy._base_dir = base_dir
         return copy
 

@@ -1,21 +1,16 @@
-"""The in-process runtime: source -> preprocess -> engine -> postprocess -> sinks, one frame at a time.
-
-The multi-process shared-memory runtime replaces this loop behind the same config and CLI.
-"""
+"""The inline runtime: source -> preprocess -> engine -> postprocess -> sinks, one frame at a time, in
+one process (`runtime.mode: inline`): for debugging, single-core boxes, and as the baseline the
+multi-process runtime is measured against."""
 
 from __future__ import annotations
 
 import dataclasses
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import ExitStack
 
 from edge_sdk.engines.cache import EngineCache
-from edge_sdk.engines.engine import prepare_engine
-from edge_sdk.engines.model_file import ModelFile
-from edge_sdk.engines.tensor_meta import TensorMeta
-from edge_sdk.errors import ConfigError
 from edge_sdk.postprocess import build_postprocessor
 from edge_sdk.profiles import DeviceProfile
 from edge_sdk.results import Result
@@ -25,10 +20,11 @@ from edge_sdk.sources.registry import create_source
 
 from .config import PipelineConfig
 from .metrics import LatencyRecorder, RunSummary
+from .models import open_cascade, prepare_models
 from .preprocess import Preprocessor
 
 
-def run_pipeline(
+def run_inline(
     config: PipelineConfig,
     profile: DeviceProfile,
     cache: EngineCache | None = None,
@@ -37,21 +33,18 @@ def run_pipeline(
 ) -> RunSummary:
     """Run until every source ends (or `stop` is set); returns frame count, FPS and latencies."""
     stop = stop or threading.Event()
-    # Check that the model fits the pipeline before spending time on an engine build.
-    model = ModelFile.load(config.model.path)
-    model_input = select_input(model.inputs, config.model.input)
-    preprocess = Preprocessor(config.preprocess, model_input)
+    models = prepare_models(config, profile, cache)
+    preprocess = Preprocessor(config.preprocess, models.primary.model.inputs_by_name[models.input_name])
     postprocess = build_postprocessor(config.postprocess)
-    postprocess.check_outputs(model.outputs)
-    prepared = prepare_engine(model, profile, config.model.precision, cache)
     latencies = LatencyRecorder()
     frames = 0
     with ExitStack() as stack:
-        engine = stack.enter_context(prepared.open())
+        engine = stack.enter_context(models.primary.open())
+        cascade = open_cascade(config, models, stack)
         sources = [create_source(spec, config.base_dir) for spec in config.sources]
         for source in sources:
             stack.enter_context(source)
-        sinks = SinkFanout([create_sink(spec) for spec in config.sinks])
+        sinks = SinkFanout([create_sink(spec, config.name) for spec in config.sinks])
         stack.callback(sinks.close)
         sinks.open()
         limits = {id(source): spec.max_frames for source, spec in zip(sources, config.sources, strict=True)}
@@ -70,10 +63,11 @@ def run_pipeline(
                 t1 = time.perf_counter()
                 tensor = preprocess(frame.image)
                 t_pre = time.perf_counter()
-                outputs = engine.infer({model_input.name: tensor})
+                outputs = engine.infer({models.input_name: tensor})
                 t2 = time.perf_counter()
                 geometry = preprocess.geometry(frame.meta.width, frame.meta.height)
                 result = postprocess({name: value[0] for name, value in outputs.items()}, frame.meta, geometry)
+                result = cascade(result, frame.image)
                 t3 = time.perf_counter()
                 timings = {
                     "capture": t1 - t0,
@@ -98,18 +92,6 @@ def run_pipeline(
         latency_p99_ms=latencies.percentile("total", 99),
         stage_mean_ms={stage: latencies.mean(stage) for stage in latencies.samples},
         sink_failures=dict(sinks.failures),
-        engine_built=prepared.built,
-        engine_seconds=prepared.seconds,
+        engine_built=models.primary.built,
+        engine_seconds=models.primary.seconds,
     )
-
-
-def select_input(inputs: Sequence[TensorMeta], name: str | None) -> TensorMeta:
-    """The input frames go to: the named one, or the only one."""
-    if name is not None:
-        for meta in inputs:
-            if meta.name == name:
-                return meta
-        raise ConfigError(f"model.input: the model has no input '{name}'; it has {[m.name for m in inputs]}")
-    if len(inputs) != 1:
-        raise ConfigError(f"model has {len(inputs)} inputs {[m.name for m in inputs]}; set model.input to one of them")
-    return inputs[0]

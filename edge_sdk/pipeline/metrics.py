@@ -35,6 +35,11 @@ class RunSummary:
     sink_failures: dict[str, str]
     engine_built: bool
     engine_seconds: float
+    dropped: dict[str, int] = field(default_factory=dict)
+    """Frames dropped per source (live sources under load)."""
+    restarts: dict[str, int] = field(default_factory=dict)
+    """Stages that were restarted, and how often."""
+    mean_batch: float = 1.0
 
     @property
     def fps(self) -> float:
@@ -49,6 +54,9 @@ class RunSummary:
             "latency_p99_ms": round(self.latency_p99_ms, 2),
             "stage_mean_ms": {k: round(v, 3) for k, v in self.stage_mean_ms.items()},
             "sink_failures": self.sink_failures,
+            "dropped": self.dropped,
+            "restarts": self.restarts,
+            "mean_batch": round(self.mean_batch, 2),
             "engine_built": self.engine_built,
             "engine_seconds": round(self.engine_seconds, 3),
         }

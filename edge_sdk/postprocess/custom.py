@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import importlib
 import reprlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from edge_sdk.errors import ConfigError
+from edge_sdk.import_path import ImportPath, resolve_callable
 from edge_sdk.pipeline.geometry import InputGeometry
 from edge_sdk.results import Detection, FrameMeta, Result
 
@@ -23,21 +23,13 @@ class CallableSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     type: Literal["callable"] = Field(description="Call a Python function of your own on each frame's outputs.")
-    function: str = Field(
+    function: ImportPath = Field(
         description="'package.module:function', importable where the pipeline runs; called as "
         "function(outputs, frame, geometry) and returning a Result or a list of Detection.",
     )
     outputs: list[str] = Field(
         default_factory=list, description="Model outputs the function reads; checked against the model at start."
     )
-
-    @field_validator("function")
-    @classmethod
-    def _import_path(cls, value: str) -> str:
-        module, colon, attribute = value.partition(":")
-        if not (colon and _dotted_name(module) and _dotted_name(attribute)):
-            raise ValueError(f"expected 'package.module:function', got '{value}'")
-        return value
 
 
 class CallablePostprocessor(Postprocessor):
@@ -70,31 +62,5 @@ class CallablePostprocessor(Postprocessor):
 
 def resolve_function(path: str) -> PostprocessFunction:
     """Import 'package.module:attribute' (the attribute may be dotted) and check it is callable."""
-    module_name, _, attribute = path.partition(":")
-    try:
-        target: object = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
-            raise ConfigError(
-                f"postprocess.function '{path}': no module named '{module_name}' (is it installed, or on PYTHONPATH?)"
-            ) from None
-        raise ConfigError(f"postprocess.function '{path}': importing '{module_name}' failed: {exc}") from exc
-    except Exception as exc:  # the user's module raised while importing
-        raise ConfigError(
-            f"postprocess.function '{path}': importing '{module_name}' raised {type(exc).__name__}: {exc}"
-        ) from exc
-    for part in attribute.split("."):
-        try:
-            target = getattr(target, part)
-        except AttributeError:
-            raise ConfigError(f"postprocess.function '{path}': module '{module_name}' has no '{attribute}'") from None
-    if not callable(target):
-        raise ConfigError(
-            f"postprocess.function '{path}': expected a callable, got {type(target).__name__} ({reprlib.repr(target)})"
-        )
-    function: PostprocessFunction = target
+    function: PostprocessFunction = resolve_callable(path, "postprocess.function")
     return function
-
-
-def _dotted_name(text: str) -> bool:
-    return bool(text) and all(part.isidentifier() for part in text.split("."))

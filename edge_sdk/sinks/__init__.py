@@ -19,18 +19,23 @@ SinkSpec = Annotated[
     JsonlSinkSpec | StdoutSinkSpec | VideoSinkSpec | MqttSinkSpec | CallableSinkSpec, Field(discriminator="type")
 ]
 
-SINKS: dict[str, Callable[[Any], Sink]] = {
-    "jsonl": lambda spec: JsonlSink(spec.path, append=spec.append),
-    "stdout": lambda spec: StdoutSink(every=spec.every),
-    "video": lambda spec: VideoSink(spec.path, fps=spec.fps, codec=spec.codec),
-    # The runtime will pass the pipeline name; until then {pipeline} in the topic is "pipeline".
-    "mqtt": lambda spec: MqttSink.from_spec(spec),
-    "callable": lambda spec: CallableSink(spec.function),
+SinkFactory = Callable[[Any, str], Sink]
+"""(spec, pipeline name) -> sink."""
+
+SINKS: dict[str, SinkFactory] = {
+    "jsonl": lambda spec, _pipeline: JsonlSink(spec.path, append=spec.append),
+    "stdout": lambda spec, _pipeline: StdoutSink(every=spec.every),
+    "video": lambda spec, _pipeline: VideoSink(spec.path, fps=spec.fps, codec=spec.codec),
+    "mqtt": lambda spec, pipeline: MqttSink.from_spec(spec, pipeline_name=pipeline),
+    "callable": lambda spec, _pipeline: CallableSink(spec.function),
 }
 
 
-def create_sink(spec: JsonlSinkSpec | StdoutSinkSpec | VideoSinkSpec | MqttSinkSpec | CallableSinkSpec) -> Sink:
-    return SINKS[spec.type](spec)
+def create_sink(
+    spec: JsonlSinkSpec | StdoutSinkSpec | VideoSinkSpec | MqttSinkSpec | CallableSinkSpec,
+    pipeline_name: str = "pipeline",
+) -> Sink:
+    return SINKS[spec.type](spec, pipeline_name)
 
 
 __all__ = ["SINKS", "Sink", "SinkFanout", "SinkSpec", "create_sink"]

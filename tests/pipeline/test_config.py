@@ -162,28 +162,28 @@ def test_load_pipeline_when_a_required_key_is_missing_names_it(tmp_path: Path) -
 
 def test_load_pipeline_when_a_sink_type_is_unknown_lists_the_known_types(tmp_path: Path) -> None:
     # given
-    text = VALID.replace("type: stdout", "type: mqtt")
+    text = VALID.replace("type: stdout", "type: kafka")
 
     # when
     path, message = load_error(tmp_path, text)
 
     # then
     assert message.startswith(f"{path}:11:"), "the error points at the line of the bad type"
-    assert "'sinks.0.type'" in message and "'mqtt'" in message, "the error names the key and the value"
+    assert "'sinks.0.type'" in message and "'kafka'" in message, "the error names the key and the value"
     for known in ("jsonl", "stdout", "video"):
         assert known in message, f"the error lists the known sink type '{known}'"
 
 
 def test_load_pipeline_when_the_postprocess_type_is_unknown_lists_the_known_types(tmp_path: Path) -> None:
     # given
-    text = VALID.replace("type: ssd", "type: yolo")
+    text = VALID.replace("type: ssd", "type: detr")
 
     # when
     path, message = load_error(tmp_path, text)
 
     # then
     assert message.startswith(f"{path}:8:"), "the error points at the line of the bad type"
-    assert "'postprocess.type'" in message and "'yolo'" in message, "the error names the key and the value"
+    assert "'postprocess.type'" in message and "'detr'" in message, "the error names the key and the value"
     for known in ("ssd", "classification"):
         assert known in message, f"the error lists the known post-processor '{known}'"
 

@@ -15,7 +15,7 @@ from edge_sdk.engines.cache import EngineCache
 from edge_sdk.engines.tensor_meta import TensorMeta
 from edge_sdk.errors import ConfigError, ModelError
 from edge_sdk.pipeline.config import PipelineConfig, load_pipeline
-from edge_sdk.pipeline.loop import run_pipeline
+from edge_sdk.pipeline.loop import run_inline
 from edge_sdk.pipeline.preprocess import Preprocessor, PreprocessSpec
 from edge_sdk.profiles import DeviceProfile
 from edge_sdk.results import Result
@@ -60,7 +60,7 @@ def write_solid_png(path: Path, bgr: tuple[int, int, int]) -> Path:
 # --- the demo detector over a video -------------------------------------------------------------------
 
 
-def test_run_pipeline_when_detector_reads_the_video_finds_the_person_in_most_frames(
+def test_run_inline_when_detector_reads_the_video_finds_the_person_in_most_frames(
     tmp_path: Path, small_video: Path, demo_model: Path, cpu_profile: DeviceProfile, engine_cache: EngineCache
 ) -> None:
     # given the demo detector over a 24-frame video of the astronaut, with jsonl and video sinks
@@ -73,7 +73,7 @@ def test_run_pipeline_when_detector_reads_the_video_finds_the_person_in_most_fra
     )
 
     # when
-    summary = run_pipeline(config, cpu_profile, engine_cache)
+    summary = run_inline(config, cpu_profile, engine_cache)
 
     # then
     assert summary.frames == VIDEO_FRAMES, "every frame of the video goes through the pipeline"
@@ -90,7 +90,7 @@ def test_run_pipeline_when_detector_reads_the_video_finds_the_person_in_most_fra
     assert (frames, size) == (VIDEO_FRAMES, (320, 240)), "the annotated video has every frame at the source size"
 
 
-def test_run_pipeline_when_max_frames_is_set_stops_after_that_many(
+def test_run_inline_when_max_frames_is_set_stops_after_that_many(
     tmp_path: Path, small_video: Path, demo_model: Path, cpu_profile: DeviceProfile, engine_cache: EngineCache
 ) -> None:
     # given
@@ -103,7 +103,7 @@ def test_run_pipeline_when_max_frames_is_set_stops_after_that_many(
     )
 
     # when
-    summary = run_pipeline(config, cpu_profile, engine_cache)
+    summary = run_inline(config, cpu_profile, engine_cache)
 
     # then
     assert summary.frames == 5, "max_frames caps the frames taken from the source"
@@ -112,7 +112,7 @@ def test_run_pipeline_when_max_frames_is_set_stops_after_that_many(
     )
 
 
-def test_run_pipeline_when_two_sources_are_given_reports_results_for_both(
+def test_run_inline_when_two_sources_are_given_reports_results_for_both(
     tmp_path: Path,
     small_video: Path,
     demo_model: Path,
@@ -134,7 +134,7 @@ def test_run_pipeline_when_two_sources_are_given_reports_results_for_both(
     )
 
     # when
-    summary = run_pipeline(config, cpu_profile, engine_cache)
+    summary = run_inline(config, cpu_profile, engine_cache)
 
     # then
     lines = read_jsonl(tmp_path / "results.jsonl")
@@ -147,7 +147,7 @@ def test_run_pipeline_when_two_sources_are_given_reports_results_for_both(
     assert summary.frames == 7, "the summary counts frames of every source"
 
 
-def test_run_pipeline_when_stop_is_set_from_on_result_stops_early(
+def test_run_inline_when_stop_is_set_from_on_result_stops_early(
     tmp_path: Path, small_video: Path, demo_model: Path, cpu_profile: DeviceProfile, engine_cache: EngineCache
 ) -> None:
     # given a callback that asks the run to stop after the third result
@@ -167,7 +167,7 @@ def test_run_pipeline_when_stop_is_set_from_on_result_stops_early(
             stop.set()
 
     # when
-    summary = run_pipeline(config, cpu_profile, engine_cache, stop=stop, on_result=on_result)
+    summary = run_inline(config, cpu_profile, engine_cache, stop=stop, on_result=on_result)
 
     # then
     assert summary.frames == 3, "no frame is processed after stop is set"
@@ -175,7 +175,7 @@ def test_run_pipeline_when_stop_is_set_from_on_result_stops_early(
     assert len(read_jsonl(tmp_path / "results.jsonl")) == 3, "sinks got exactly the frames that were processed"
 
 
-def test_run_pipeline_when_stop_is_set_with_several_sources_processes_no_further_frame(
+def test_run_inline_when_stop_is_set_with_several_sources_processes_no_further_frame(
     tmp_path: Path, tiny_models: dict[str, Path], cpu_profile: DeviceProfile, engine_cache: EngineCache
 ) -> None:
     # given three cameras and a callback that asks the run to stop after the very first result
@@ -193,14 +193,14 @@ def test_run_pipeline_when_stop_is_set_with_several_sources_processes_no_further
         stop.set()
 
     # when
-    summary = run_pipeline(config, cpu_profile, engine_cache, stop=stop, on_result=on_result)
+    summary = run_inline(config, cpu_profile, engine_cache, stop=stop, on_result=on_result)
 
     # then
     assert [(r.frame.source, r.frame.index) for r in seen] == [("a", 0)], "no result arrives after stop is set"
     assert summary.frames == 1, "only the frame before the stop is counted"
 
 
-def test_run_pipeline_when_a_sink_fails_reports_it_and_the_others_get_every_frame(
+def test_run_inline_when_a_sink_fails_reports_it_and_the_others_get_every_frame(
     tmp_path: Path,
     small_video: Path,
     tiny_models: dict[str, Path],
@@ -218,7 +218,7 @@ def test_run_pipeline_when_a_sink_fails_reports_it_and_the_others_get_every_fram
     )
 
     # when
-    summary = run_pipeline(config, cpu_profile, engine_cache)
+    summary = run_inline(config, cpu_profile, engine_cache)
 
     # then
     assert summary.frames == VIDEO_FRAMES, "a failing sink does not stop the run"
@@ -230,7 +230,7 @@ def test_run_pipeline_when_a_sink_fails_reports_it_and_the_others_get_every_fram
     )
 
 
-def test_run_pipeline_when_model_input_names_a_missing_input_raises_config_error_listing_inputs(
+def test_run_inline_when_model_input_names_a_missing_input_raises_config_error_listing_inputs(
     tmp_path: Path, small_video: Path, demo_model: Path, cpu_profile: DeviceProfile, engine_cache: EngineCache
 ) -> None:
     # given
@@ -243,7 +243,7 @@ def test_run_pipeline_when_model_input_names_a_missing_input_raises_config_error
 
     # when
     with pytest.raises(ConfigError) as caught:
-        run_pipeline(config, cpu_profile, engine_cache)
+        run_inline(config, cpu_profile, engine_cache)
 
     # then
     message = str(caught.value)
@@ -254,7 +254,7 @@ def test_run_pipeline_when_model_input_names_a_missing_input_raises_config_error
 # --- preprocessing against tiny classifiers -----------------------------------------------------------
 
 
-def test_run_pipeline_when_float_model_gets_default_uint8_preprocess_says_it_expects_float32(
+def test_run_inline_when_float_model_gets_default_uint8_preprocess_says_it_expects_float32(
     tmp_path: Path, tiny_models: dict[str, Path], cpu_profile: DeviceProfile, engine_cache: EngineCache
 ) -> None:
     # given a float32 NCHW classifier and no preprocess section
@@ -267,7 +267,7 @@ def test_run_pipeline_when_float_model_gets_default_uint8_preprocess_says_it_exp
 
     # when
     with pytest.raises(ModelError) as caught:
-        run_pipeline(config, cpu_profile, engine_cache)
+        run_inline(config, cpu_profile, engine_cache)
 
     # then
     message = str(caught.value)
@@ -275,7 +275,7 @@ def test_run_pipeline_when_float_model_gets_default_uint8_preprocess_says_it_exp
     assert "uint8" in message and "preprocess.dtype" in message, "the error says what is fed and what to set"
 
 
-def test_run_pipeline_when_fixed_size_model_has_no_resize_says_which_resize_to_set(
+def test_run_inline_when_fixed_size_model_has_no_resize_says_which_resize_to_set(
     tmp_path: Path, tiny_models: dict[str, Path], cpu_profile: DeviceProfile, engine_cache: EngineCache
 ) -> None:
     # given float32 NCHW preprocessing without a resize
@@ -289,14 +289,14 @@ def test_run_pipeline_when_fixed_size_model_has_no_resize_says_which_resize_to_s
 
     # when
     with pytest.raises(ModelError) as caught:
-        run_pipeline(config, cpu_profile, engine_cache)
+        run_inline(config, cpu_profile, engine_cache)
 
     # then
     assert "preprocess.resize: [8, 8]" in str(caught.value), "the error tells the exact setting to add"
 
 
 @pytest.mark.parametrize("model", ["float_classifier", "float_classifier_batch1"])
-def test_run_pipeline_when_float_model_is_preprocessed_to_fit_reports_top_k_classes(
+def test_run_inline_when_float_model_is_preprocessed_to_fit_reports_top_k_classes(
     tmp_path: Path,
     tiny_models: dict[str, Path],
     cpu_profile: DeviceProfile,
@@ -315,7 +315,7 @@ def test_run_pipeline_when_float_model_is_preprocessed_to_fit_reports_top_k_clas
     results: list[Result] = []
 
     # when
-    summary = run_pipeline(config, cpu_profile, engine_cache, on_result=results.append)
+    summary = run_inline(config, cpu_profile, engine_cache, on_result=results.append)
 
     # then
     assert summary.frames == 3, "every synthetic frame is classified"
@@ -328,7 +328,7 @@ def test_run_pipeline_when_float_model_is_preprocessed_to_fit_reports_top_k_clas
 
 
 @pytest.mark.parametrize(("color", "expected"), [("rgb", "red"), ("bgr", "blue")])
-def test_run_pipeline_when_uint8_classifier_sees_a_red_image_classifies_by_channel_order(
+def test_run_inline_when_uint8_classifier_sees_a_red_image_classifies_by_channel_order(
     tmp_path: Path,
     tiny_models: dict[str, Path],
     cpu_profile: DeviceProfile,
@@ -348,7 +348,7 @@ def test_run_pipeline_when_uint8_classifier_sees_a_red_image_classifies_by_chann
     results: list[Result] = []
 
     # when
-    run_pipeline(config, cpu_profile, engine_cache, on_result=results.append)
+    run_inline(config, cpu_profile, engine_cache, on_result=results.append)
 
     # then
     assert len(results) == 2, "both frames are classified"

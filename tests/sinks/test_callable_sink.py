@@ -8,7 +8,7 @@ from pydantic import ValidationError
 
 from edge_sdk.errors import ConfigError
 from edge_sdk.results import FrameMeta, Result
-from edge_sdk.sinks import SINKS, SinkFanout, create_sink
+from edge_sdk.sinks import SinkFanout, create_sink
 from edge_sdk.sinks.callable import CallableSink, CallableSinkSpec
 
 RECEIVED: list[tuple[Result, np.ndarray]] = []
@@ -73,7 +73,7 @@ def test_callable_sink_when_the_attribute_is_dotted_resolves_it() -> None:
 def test_callable_sink_when_the_path_does_not_lead_to_a_callable_raises_config_error(path: str, expected: str) -> None:
     # given / when
     with pytest.raises(ConfigError) as caught:
-        SINKS["callable"](CallableSinkSpec(type="callable", function=path))
+        create_sink(CallableSinkSpec(type="callable", function=path))
 
     # then
     assert path in str(caught.value), "the error names the configured path"

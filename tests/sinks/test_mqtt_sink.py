@@ -13,7 +13,7 @@ from pydantic import TypeAdapter, ValidationError
 from edge_sdk.errors import ConfigError, SinkError
 from edge_sdk.mqtt import ConnectionState, MqttClient, MqttSettings
 from edge_sdk.results import Detection, FrameMeta, Result
-from edge_sdk.sinks import SINKS, SinkSpec
+from edge_sdk.sinks import SinkSpec, create_sink
 from edge_sdk.sinks.mqtt import MqttSink, MqttSinkSpec, TopicTemplate
 from tests.broker import BrokerFactory, Inbox, broker_factory_fixture, unique_topic_prefix
 
@@ -83,7 +83,7 @@ def test_mqtt_sink_when_built_from_a_pipeline_file_entry_gets_broker_settings_an
     )
 
     # when
-    sink = SINKS["mqtt"](spec)
+    sink = create_sink(spec, "pipeline")
 
     # then
     assert isinstance(sink, MqttSink), "type: mqtt builds an MqttSink"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.pipeline.config import load_pipeline
-from edge_sdk.pipeline.loop import run_pipeline
+from edge_sdk.pipeline.run import run_pipeline
 from edge_sdk.profiles import ProfileCatalog
 
 REPO = Path(__file__).resolve().parents[2]

@@ -118,6 +118,11 @@ class OnnxRuntimeOptions(_Strict):
     )
     intra_op_threads: int = Field(0, ge=0, description="Threads inside one operator; 0 = one per core.")
     inter_op_threads: int = Field(1, ge=1, description="Operators run in parallel; >1 enables parallel mode.")
+    allow_spinning: bool = Field(
+        True,
+        description="Let idle ONNX Runtime threads busy-wait: lowest latency when inference has the CPU to "
+        "itself; the multi-process runtime turns it off so waiting threads do not starve the other stages.",
+    )
     graph_optimization: Literal["basic", "extended", "all"] = Field(
         "all", description="ONNX Runtime graph optimisation level applied once at build time."
     )

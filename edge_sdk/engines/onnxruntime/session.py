@@ -61,6 +61,9 @@ def session_options(options: OnnxRuntimeOptions, optimization: str | None) -> An
     so.inter_op_num_threads = options.inter_op_threads
     if options.inter_op_threads > 1:
         so.execution_mode = ort.ExecutionMode.ORT_PARALLEL
+    if not options.allow_spinning:
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        so.add_session_config_entry("session.inter_op.allow_spinning", "0")
     level = OPTIMIZATION_LEVELS[optimization] if optimization else "ORT_DISABLE_ALL"
     so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
     return so

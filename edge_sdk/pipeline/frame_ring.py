@@ -1,0 +1,272 @@
+"""FrameRing: fixed slots of frame pixels in shared memory, handed between stage processes by id.
+
+Each slot has a state, an owner and a sequence number in a small header array that lives in the
+same segment; state changes happen under one lock per ring, pixels are written and read outside
+it through zero-copy numpy views. A slot moves FREE -> WRITING (capture) -> READY -> IN_USE
+(inference, then output) -> FREE. Only slot ids and sequence numbers travel on queues.
+
+The process that creates a ring unlinks it. Segment names carry the creator's pid, so a later
+start can find and remove segments whose creator died (`remove_stale_segments`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+import time
+from dataclasses import dataclass
+from enum import IntEnum
+from multiprocessing import shared_memory
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edge_sdk.errors import EdgeSDKError
+
+SEGMENT_PREFIX = "edgesdk"
+SHM_DIR = Path("/dev/shm")
+_NAME = re.compile(rf"^{SEGMENT_PREFIX}-(\d+)-[0-9a-f]+-\d+$")
+
+
+class SlotState(IntEnum):
+    FREE = 0
+    WRITING = 1
+    READY = 2
+    IN_USE = 3
+
+
+@dataclass(frozen=True)
+class RingLayout:
+    """Sizes that fix where everything sits in the segment."""
+
+    slots: int
+    max_height: int
+    max_width: int
+
+    @property
+    def frame_bytes(self) -> int:
+        return self.max_height * self.max_width * 3
+
+    # Header: per slot state(int64), owner(int64), seq(int64), height(int64), width(int64), timestamp(float64).
+    @property
+    def header_bytes(self) -> int:
+        return self.slots * 6 * 8 + 2 * 8  # + ring counters: written, dropped
+
+    @property
+    def total_bytes(self) -> int:
+        return self.header_bytes + self.slots * self.frame_bytes
+
+
+@dataclass(frozen=True)
+class SlotInfo:
+    slot: int
+    seq: int
+    height: int
+    width: int
+    timestamp: float
+
+
+class FrameRing:
+    """Create with `FrameRing.create(...)` in the parent; children `attach(name, layout, lock)`."""
+
+    def __init__(self, segment: shared_memory.SharedMemory, layout: RingLayout, lock: Any, owner: bool):
+        self.segment = segment
+        self.layout = layout
+        self.lock = lock
+        self.owner = owner
+        n = layout.slots
+        ints = np.ndarray((5, n), dtype=np.int64, buffer=segment.buf, offset=0)
+        self._state, self._owner, self._seq, self._height, self._width = ints
+        self._timestamp = np.ndarray((n,), dtype=np.float64, buffer=segment.buf, offset=5 * n * 8)
+        self._counters = np.ndarray((2,), dtype=np.int64, buffer=segment.buf, offset=6 * n * 8)
+        self._frames = np.ndarray(
+            (n, layout.max_height, layout.max_width, 3), dtype=np.uint8, buffer=segment.buf, offset=layout.header_bytes
+        )
+
+    @classmethod
+    def create(cls, layout: RingLayout, lock: Any, index: int = 0) -> FrameRing:
+        name = f"{SEGMENT_PREFIX}-{os.getpid()}-{secrets.token_hex(4)}-{index}"
+        try:
+            segment = shared_memory.SharedMemory(name=name, create=True, size=layout.total_bytes)
+        except OSError as exc:
+            raise EdgeSDKError(
+                f"cannot create a {layout.total_bytes / 1e6:.0f} MB shared-memory frame ring ({exc.strerror}); "
+                "lower runtime.ring_slots or the source's max_frame_size, or enlarge /dev/shm"
+            ) from None
+        ring = cls(segment, layout, lock, owner=True)
+        ring._state[:] = SlotState.FREE
+        ring._owner[:] = -1
+        ring._seq[:] = -1
+        ring._counters[:] = 0
+        return ring
+
+    @classmethod
+    def attach(cls, name: str, layout: RingLayout, lock: Any) -> FrameRing:
+        # Attaching registers the name with the resource tracker that spawned children share with
+        # the creator; that is a no-op for a name it already holds, so the creator's unlink stays
+        # the one that removes it (and the tracker cleans up if every process dies).
+        segment = shared_memory.SharedMemory(name=name, create=False)
+        return cls(segment, layout, lock, owner=False)
+
+    @property
+    def name(self) -> str:
+        return self.segment.name
+
+    # -- writer side (capture) -----------------------------------------------------------------------
+
+    def acquire_for_write(self, owner: int, drop_ready: bool) -> tuple[int | None, bool]:
+        """A slot to write into, or None when every slot is busy. Returns (slot, dropped_a_ready_frame).
+
+        With `drop_ready` (live sources) the oldest frame still waiting for inference is given up
+        when no slot is free, so results never lag behind the camera.
+        """
+        with self.lock:
+            free = np.flatnonzero(self._state == SlotState.FREE)
+            dropped = False
+            if free.size:
+                slot = int(free[0])
+            elif drop_ready and (ready := np.flatnonzero(self._state == SlotState.READY)).size:
+                slot = int(ready[np.argmin(self._seq[ready])])
+                self._counters[1] += 1
+                dropped = True
+            else:
+                return None, False
+            self._state[slot] = SlotState.WRITING
+            self._owner[slot] = owner
+            return slot, dropped
+
+    def frame_buffer(self, slot: int, height: int, width: int) -> np.ndarray:
+        """Zero-copy view of a slot's pixels at the given size."""
+        if height > self.layout.max_height or width > self.layout.max_width:
+            raise EdgeSDKError(
+                f"frame {width}x{height} does not fit the ring's {self.layout.max_width}x{self.layout.max_height} slots"
+            )
+        return self._frames[slot, :height, :width]
+
+    def commit(self, slot: int, seq: int, height: int, width: int, timestamp: float) -> None:
+        with self.lock:
+            self._seq[slot] = seq
+            self._height[slot] = height
+            self._width[slot] = width
+            self._timestamp[slot] = timestamp
+            self._state[slot] = SlotState.READY
+            self._owner[slot] = -1
+            self._counters[0] += 1
+
+    def count_dropped(self, frames: int = 1) -> None:
+        """Count frames the writer gave up before they reached a slot."""
+        with self.lock:
+            self._counters[1] += frames
+
+    # -- reader side (inference, output) -------------------------------------------------------------
+
+    def take_ready(self, owner: int, newest: bool, limit: int) -> list[SlotInfo]:
+        """Claim up to `limit` READY slots: oldest first (files), or only the newest (live sources,
+        where older waiting frames are stale and are dropped and counted)."""
+        with self.lock:
+            ready = np.flatnonzero(self._state == SlotState.READY)
+            if not ready.size:
+                return []
+            order = ready[np.argsort(self._seq[ready])]
+            if newest:
+                stale = order[:-1]
+                self._state[stale] = SlotState.FREE
+                self._owner[stale] = -1
+                self._counters[1] += stale.size
+                chosen = order[-1:]
+            else:
+                chosen = order[:limit]
+            self._state[chosen] = SlotState.IN_USE
+            self._owner[chosen] = owner
+            return [
+                SlotInfo(
+                    int(s), int(self._seq[s]), int(self._height[s]), int(self._width[s]), float(self._timestamp[s])
+                )
+                for s in chosen
+            ]
+
+    def frame(self, info: SlotInfo) -> np.ndarray:
+        """The pixels of a claimed slot (a view; valid until the slot is released)."""
+        return self._frames[info.slot, : info.height, : info.width]
+
+    def hand_over(self, slot: int, owner: int) -> None:
+        with self.lock:
+            self._owner[slot] = owner
+
+    def release(self, slot: int) -> None:
+        with self.lock:
+            self._state[slot] = SlotState.FREE
+            self._owner[slot] = -1
+
+    def reclaim(self, owner: int) -> int:
+        """Free every slot held by `owner` (a stage that died); returns how many."""
+        with self.lock:
+            held = np.flatnonzero(self._owner == owner)
+            self._state[held] = SlotState.FREE
+            self._owner[held] = -1
+            return int(held.size)
+
+    # -- bookkeeping ---------------------------------------------------------------------------------
+
+    @property
+    def written(self) -> int:
+        return int(self._counters[0])
+
+    @property
+    def dropped(self) -> int:
+        return int(self._counters[1])
+
+    def last_seq(self) -> int:
+        """The highest sequence number committed so far (-1 before the first)."""
+        with self.lock:
+            return int(self._seq.max())
+
+    def states(self) -> dict[str, int]:
+        with self.lock:
+            return {state.name.lower(): int((self._state == state).sum()) for state in SlotState}
+
+    def close(self) -> None:
+        """Detach; the creator also unlinks the segment."""
+        # numpy views keep the buffer exported; drop them before closing the mapping.
+        del self._state, self._owner, self._seq, self._height, self._width, self._timestamp, self._counters
+        del self._frames
+        with contextlib.suppress(Exception):
+            self.segment.close()
+        if self.owner:
+            with contextlib.suppress(FileNotFoundError):
+                self.segment.unlink()
+
+
+def remove_stale_segments(shm_dir: Path = SHM_DIR) -> list[str]:
+    """Unlink ring segments whose creating process is gone (left by a crash or SIGKILL)."""
+    removed = []
+    for path in shm_dir.glob(f"{SEGMENT_PREFIX}-*"):
+        match = _NAME.match(path.name)
+        if match and not _pid_alive(int(match.group(1))):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+                removed.append(path.name)
+    return removed
+
+
+def segments_of(pid: int, shm_dir: Path = SHM_DIR) -> list[str]:
+    """Names of ring segments created by `pid` that still exist."""
+    return sorted(p.name for p in shm_dir.glob(f"{SEGMENT_PREFIX}-{pid}-*"))
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def monotonic() -> float:
+    """The clock every stage stamps frames with (system-wide on Linux, so comparable across processes)."""
+    return time.monotonic()

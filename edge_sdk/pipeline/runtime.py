@@ -1,0 +1,391 @@
+"""The multi-process runtime: rings in shared memory, stage processes, a watchdog, live counters.
+
+capture process per source --slot ids--> inference worker(s) --raw outputs--> output process
+(post-process, sinks). The parent creates (and always unlinks) the rings, starts the stages,
+restarts a crashed stage within its restart budget, and collects reports for --stats, Prometheus
+and the run summary.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import multiprocessing as mp
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from edge_sdk.engines.cache import EngineCache
+from edge_sdk.errors import EdgeSDKError
+from edge_sdk.profiles import DeviceProfile
+from edge_sdk.sources.registry import create_source
+from edge_sdk.sources.spec import BufferPolicy, SourceSpec
+from edge_sdk.status import StatusCallback, StatusEvent, StatusKind, ignore_status
+
+from .config import PipelineConfig
+from .frame_ring import FrameRing, RingLayout, remove_stale_segments
+from .messages import StageReport
+from .metrics import RunSummary
+from .models import PreparedModels, prepare_models
+from .stages import (
+    CapturePlan,
+    InferencePlan,
+    OutputPlan,
+    RingHandle,
+    StageChannels,
+    run_capture,
+    run_inference,
+    run_output,
+)
+from .watchdog import RestartBudget
+
+log = logging.getLogger(__name__)
+
+DRAIN_SECONDS = 15.0
+OUTPUT_OWNER = 2000
+WORKER_OWNER = 1000
+
+
+@dataclass
+class StageView:
+    """What --stats shows for one stage."""
+
+    name: str
+    kind: str
+    pid: int | None = None
+    restarts: int = 0
+    frames: int = 0
+    fps: float = 0.0
+    busy: float = 0.0
+    """Fraction of wall time spent working over the last report interval."""
+    dropped: int = 0
+    state: str = "starting"
+    _last: tuple[float, int, float] | None = None
+
+    def update(self, report: StageReport) -> None:
+        now = time.monotonic()
+        if self._last and report.pid == self.pid:
+            then, frames, busy = self._last
+            elapsed = max(now - then, 1e-6)
+            self.fps = (report.frames - frames) / elapsed
+            self.busy = min(1.0, (report.busy_seconds - busy) / elapsed)
+        self._last = (now, report.frames, report.busy_seconds)
+        self.pid, self.frames, self.dropped, self.state = report.pid, report.frames, report.dropped, "running"
+
+
+@dataclass
+class RuntimeSnapshot:
+    """The live picture: stages, rings, recent latency."""
+
+    stages: list[StageView]
+    rings: dict[str, dict[str, int]]
+    latency_p50_ms: float
+    latency_p99_ms: float
+    elapsed: float
+
+
+@dataclass
+class _Stage:
+    view: StageView
+    owner_id: int
+    target: Callable[[Any], None]
+    plan: Any
+    budget: RestartBudget
+    process: Any = None
+    finished: bool = False
+    exit_codes: list[int] = field(default_factory=list)
+
+
+class PipelineRuntime:
+    def __init__(
+        self,
+        config: PipelineConfig,
+        profile: DeviceProfile,
+        cache: EngineCache | None = None,
+        on_status: StatusCallback = ignore_status,
+        on_snapshot: Callable[[RuntimeSnapshot], None] | None = None,
+    ):
+        self.config = config
+        self.profile = profile
+        self.cache = cache
+        self.on_status = on_status
+        self.on_snapshot = on_snapshot
+        self._ctx = mp.get_context("spawn")
+        self._latencies: list[float] = []
+        self._recent: list[float] = []
+        self._output_extra: dict[str, Any] = {}
+        self._rings: list[FrameRing] = []
+        self._stages: list[_Stage] = []
+        self._failure: EdgeSDKError | None = None
+        self._source_names: list[str] = []
+        self._dropped: dict[str, int] = {}
+
+    # -- public --------------------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event | None = None) -> RunSummary:
+        """Run until every source ends or `stop` is set; raise when a stage exhausts its restarts."""
+        stop = stop or threading.Event()
+        stale = remove_stale_segments()
+        if stale:
+            log.warning("removed %d shared-memory segment(s) left by a pipeline that died: %s", len(stale), stale)
+        models = prepare_models(self.config, self.profile, self.cache)
+        started = time.monotonic()
+        try:
+            channels = self._channels()
+            handles = self._create_rings()
+            self._stages = self._plan_stages(models, handles, channels)
+            for stage in self._stages:
+                self._start(stage)
+            self._supervise(channels, stop, started)
+        finally:
+            self._shutdown()
+        if self._failure:
+            raise self._failure
+        return self._summary(models.primary.built, models.primary.seconds, time.monotonic() - started)
+
+    # -- set-up --------------------------------------------------------------------------------------
+
+    def _channels(self) -> StageChannels:
+        ctx, slots = self._ctx, self.config.runtime.ring_slots
+        return StageChannels(
+            tokens=ctx.Queue(maxsize=4 * slots * len(self.config.sources)),
+            results=ctx.Queue(maxsize=slots * len(self.config.sources)),
+            reports=ctx.Queue(),
+            stop=ctx.Event(),
+            captures_done=ctx.Event(),
+            workers_done=ctx.Event(),
+        )
+
+    def _create_rings(self) -> list[RingHandle]:
+        handles = []
+        for index, spec in enumerate(self.config.sources):
+            policy, (width, height) = self._source_shape(spec)
+            layout = RingLayout(self.config.runtime.ring_slots, height, width)
+            lock = self._ctx.Lock()
+            ring = FrameRing.create(layout, lock, index)
+            self._rings.append(ring)
+            handles.append(RingHandle(ring.name, layout, lock, policy))
+        return handles
+
+    def _source_shape(self, spec: SourceSpec) -> tuple[BufferPolicy, tuple[int, int]]:
+        """Buffer policy, and slot size: a file's own frame size, or max_frame_size for live sources."""
+        source = create_source(spec, self.config.base_dir)
+        self._source_names.append(source.name)
+        policy = spec.buffer_policy(source.is_live)
+        if source.is_live:
+            return policy, self.config.runtime.max_frame_size
+        with source:
+            frame = source.read()
+        if frame is None:
+            raise EdgeSDKError(f"source {spec.uri} has no frames")
+        return policy, (frame.meta.width, frame.meta.height)
+
+    def _plan_stages(self, models: PreparedModels, handles: list[RingHandle], channels: StageChannels) -> list[_Stage]:
+        config, runtime = self.config, self.config.runtime
+        every = runtime.stats_interval_s
+        stages = []
+        for index, spec in enumerate(config.sources):
+            capture = CapturePlan(index, index, spec, config.base_dir, handles[index], channels, -1, every)
+            stages.append(self._stage(f"capture:{self._source_names[index]}", "capture", index, run_capture, capture))
+        names = tuple(self._source_names)
+        for worker in range(runtime.inference_workers):
+            inference = InferencePlan(
+                worker=worker,
+                owner_id=WORKER_OWNER + worker,
+                output_owner_id=OUTPUT_OWNER,
+                engine=models.primary,
+                threads=runtime.inference_threads,
+                input_name=models.input_name,
+                preprocess=config.preprocess,
+                source_names=names,
+                rings=tuple(handles),
+                channels=channels,
+                batch_size=runtime.batch_size,
+                batch_timeout=runtime.batch_timeout_ms / 1000,
+                report_seconds=every,
+            )
+            stages.append(
+                self._stage(f"inference:{worker}", "inference", WORKER_OWNER + worker, run_inference, inference)
+            )
+        output = OutputPlan(
+            OUTPUT_OWNER, config.name, config.postprocess, config.cascade, models.cascade, tuple(config.sinks),
+            tuple(handles), channels, runtime.inference_workers, every,
+        )  # fmt: skip
+        stages.append(self._stage("output", "output", OUTPUT_OWNER, run_output, output))
+        return stages
+
+    def _stage(self, name: str, kind: str, owner: int, target: Callable[[Any], None], plan: Any) -> _Stage:
+        budget = RestartBudget(self.config.runtime.max_restarts, self.config.runtime.restart_window_s)
+        return _Stage(StageView(name, kind), owner, target, plan, budget)
+
+    def _start(self, stage: _Stage) -> None:
+        stage.process = self._ctx.Process(target=stage.target, args=(stage.plan,), name=f"edge-sdk {stage.view.name}")
+        stage.process.start()
+        stage.view.pid, stage.view.state = stage.process.pid, "running"
+
+    # -- supervision ---------------------------------------------------------------------------------
+
+    def _supervise(self, channels: StageChannels, stop: threading.Event, started: float) -> None:
+        stopping_since: float | None = None
+        next_snapshot = time.monotonic()
+        while True:
+            self._drain_reports(channels.reports)
+            if (stop.is_set() or self._failure) and stopping_since is None:
+                stopping_since = time.monotonic()
+                channels.stop.set()
+            for stage in self._stages:
+                if not stage.finished and not stage.process.is_alive():
+                    self._on_exit(stage, stopping=stopping_since is not None)
+            if all(s.finished for s in self._stages if s.view.kind == "capture"):
+                channels.captures_done.set()
+            if all(s.finished for s in self._stages if s.view.kind == "inference"):
+                channels.workers_done.set()
+            if all(s.finished for s in self._stages):
+                break
+            if stopping_since is not None and time.monotonic() - stopping_since > DRAIN_SECONDS:
+                log.warning("stages did not drain within %.0f s; terminating them", DRAIN_SECONDS)
+                break
+            if self.on_snapshot and time.monotonic() >= next_snapshot:
+                self.on_snapshot(self.snapshot(time.monotonic() - started))
+                next_snapshot = time.monotonic() + 0.5
+            time.sleep(0.02)
+        self._drain_reports(channels.reports)
+
+    def _on_exit(self, stage: _Stage, stopping: bool) -> None:
+        code = stage.process.exitcode
+        stage.exit_codes.append(code)
+        if code == 0 or stopping:
+            stage.finished, stage.view.state = True, "done" if code == 0 else f"exit {code}"
+            return
+        freed = sum(ring.reclaim(stage.owner_id) for ring in self._rings)
+        if stage.budget.allow():
+            stage.view.restarts += 1
+            if stage.view.kind == "capture":  # a file continues after the last frame it delivered
+                stage.plan = dataclasses.replace(stage.plan, resume_after=self._rings[stage.owner_id].last_seq())
+            if stage.view.kind == "output":  # keep what the sinks wrote before the crash
+                sinks = tuple(_resumed_sink(spec, stage.view.restarts) for spec in stage.plan.sinks)
+                stage.plan = dataclasses.replace(stage.plan, sinks=sinks)
+            self._emit(
+                StatusEvent(
+                    StatusKind.STAGE_RESTARTED,
+                    stage.view.name,
+                    f"exit code {code}; restart {stage.budget.used}/{stage.budget.max_restarts} "
+                    f"within {stage.budget.window_seconds:.0f} s; {freed} frame slot(s) reclaimed",
+                    data={"exit_code": code, "restarts": stage.view.restarts},
+                )
+            )
+            self._start(stage)
+            return
+        stage.finished, stage.view.state = True, f"failed ({code})"
+        message = (
+            f"stage {stage.view.name} crashed (exit code {code}) after {stage.view.restarts} restart(s), "
+            f"more than runtime.max_restarts={stage.budget.max_restarts} within {stage.budget.window_seconds:.0f} s; "
+            "pipeline stopped"
+        )
+        self._emit(StatusEvent(StatusKind.STAGE_FAILED, stage.view.name, message, data={"exit_code": code}))
+        self._failure = self._failure or EdgeSDKError(message)
+
+    def _drain_reports(self, reports: Any) -> None:
+        while True:
+            try:
+                item = reports.get_nowait()
+            except (queue.Empty, EOFError, OSError):
+                return
+            if isinstance(item, StatusEvent):
+                self._emit(item)
+            elif isinstance(item, StageReport):
+                self._record(item)
+
+    def _record(self, report: StageReport) -> None:
+        for stage in self._stages:
+            if stage.view.name == report.stage or (stage.view.pid == report.pid):
+                stage.view.update(report)
+                break
+        if report.stage == "output":
+            self._latencies += report.latencies_ms
+            self._recent = (self._recent + report.latencies_ms)[-500:]
+            self._output_extra = report.extra
+
+    def _emit(self, event: StatusEvent) -> None:
+        level = logging.WARNING if event.kind in _WARNINGS else logging.INFO
+        log.log(level, "%s: %s %s", event.subject, event.kind.value.replace("_", " "), event.message)
+        self.on_status(event)
+
+    # -- reporting -----------------------------------------------------------------------------------
+
+    def snapshot(self, elapsed: float) -> RuntimeSnapshot:
+        recent = self._recent or [float("nan")]
+        return RuntimeSnapshot(
+            stages=[stage.view for stage in self._stages],
+            rings={
+                name: ring.states() | {"dropped": ring.dropped}
+                for name, ring in zip(self._source_names, self._rings, strict=True)
+            },
+            latency_p50_ms=float(np.percentile(recent, 50)),
+            latency_p99_ms=float(np.percentile(recent, 99)),
+            elapsed=elapsed,
+        )
+
+    def _summary(self, engine_built: bool, engine_seconds: float, wall: float) -> RunSummary:
+        extra = self._output_extra
+        frames = next((s.view.frames for s in self._stages if s.view.kind == "output"), 0)
+        first, last = extra.get("first_result_at"), extra.get("last_result_at")
+        # FPS over the span of results, so process start-up does not count against throughput.
+        seconds = (last - first) * frames / max(frames - 1, 1) if first and last and frames > 1 else wall
+        sums = extra.get("timing_sums", {})
+        latencies = self._latencies or [float("nan")]
+        return RunSummary(
+            frames=frames,
+            seconds=seconds,
+            latency_p50_ms=float(np.percentile(latencies, 50)),
+            latency_p99_ms=float(np.percentile(latencies, 99)),
+            stage_mean_ms={name: total / frames for name, total in sums.items() if frames and name != "batch"},
+            sink_failures=dict(extra.get("sink_failures", {})),
+            engine_built=engine_built,
+            engine_seconds=engine_seconds,
+            dropped=dict(self._dropped),
+            restarts={s.view.name: s.view.restarts for s in self._stages if s.view.restarts},
+            mean_batch=(sums.get("batch", 0.0) / frames) if frames else 0.0,
+        )
+
+    def _shutdown(self) -> None:
+        for stage in self._stages:
+            process = stage.process
+            if process is not None and process.is_alive():
+                process.terminate()
+        for stage in self._stages:
+            process = stage.process
+            if process is not None:
+                process.join(timeout=5)
+                if process.is_alive():
+                    process.kill()
+                    process.join(timeout=5)
+        self._dropped = {name: ring.dropped for name, ring in zip(self._source_names, self._rings, strict=True)}
+        for ring in self._rings:
+            ring.close()
+        self._rings = []
+
+
+_WARNINGS = {
+    StatusKind.SOURCE_LOST,
+    StatusKind.SOURCE_FAILED,
+    StatusKind.STAGE_RESTARTED,
+    StatusKind.STAGE_FAILED,
+    StatusKind.SINK_FAILED,
+    StatusKind.FRAMES_DROPPED,
+}
+
+
+def _resumed_sink(spec: Any, restart: int) -> Any:
+    """A sink spec for a restarted output stage: files are appended to, or continued in a new part."""
+    if spec.type == "jsonl":
+        return spec.model_copy(update={"append": True})
+    if spec.type == "video":  # an mp4 cannot be appended to; continue in name.partN.mp4
+        path = spec.path
+        return spec.model_copy(update={"path": path.with_name(f"{path.stem}.part{restart}{path.suffix}")})
+    return spec
