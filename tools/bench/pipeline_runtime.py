@@ -105,7 +105,7 @@ def _infer_worker(threads: int, seconds: float, frame: np.ndarray, counts: mp.Qu
 
 def inference_rate(video: Path, workers: int, threads: int, seconds: float = 8.0) -> float:
     """Standalone throughput of `workers` inference processes running side by side."""
-    ok, frame = cv2.VideoCapture(str(video)).read()
+    _ok, frame = cv2.VideoCapture(str(video)).read()
     rgb = np.ascontiguousarray(frame[:, :, ::-1][np.newaxis])
     ctx = mp.get_context("spawn")
     counts = ctx.Queue()
