@@ -300,11 +300,26 @@ def _infer_batch(
             plan.source_names[index], info.seq, now_wall - (now_mono - info.timestamp), info.width, info.height
         )
         rings[index].hand_over(info.slot, plan.output_owner_id)
-        plan.channels.results.put(
-            InferenceDone(
-                index, info.slot, meta, info.timestamp, preprocess.geometry(info.width, info.height), outputs, timings
-            )
+        done = InferenceDone(
+            index, info.slot, meta, info.timestamp, preprocess.geometry(info.width, info.height), outputs, timings
         )
+        if not _put_result(plan.channels, done):
+            rings[index].release(info.slot)
+
+
+def _put_result(channels: StageChannels, done: InferenceDone, patience: float = 2.0) -> bool:
+    """Queue a result for the output stage; when stopping and the output stage takes nothing (it
+    died), give up after `patience` seconds instead of blocking the drain."""
+    waited = 0.0
+    while True:
+        try:
+            channels.results.put(done, timeout=POLL_SECONDS)
+            return True
+        except queue.Full:
+            if channels.stop.is_set():
+                waited += POLL_SECONDS
+                if waited >= patience:
+                    return False
 
 
 # --- output --------------------------------------------------------------------------------------------
