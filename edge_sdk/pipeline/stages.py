@@ -224,7 +224,8 @@ def run_inference(plan: InferencePlan) -> None:
     preprocess = Preprocessor(plan.preprocess, model_input)
     next_source = 0
     try:
-        while parent_alive():
+        # On stop, what was already inferred still reaches the sinks; frames waiting in rings do not.
+        while parent_alive() and not channels.stop.is_set():
             batch = _gather(rings, plan, next_source)
             next_source = (next_source + 1) % len(rings)
             if batch:
@@ -234,7 +235,7 @@ def run_inference(plan: InferencePlan) -> None:
                 reporter.busy += time.perf_counter() - started
                 reporter.tick()
                 continue
-            if (channels.captures_done.is_set() or channels.stop.is_set()) and not _any_ready(rings):
+            if channels.captures_done.is_set() and not _any_ready(rings):
                 break
             try:
                 channels.tokens.get(timeout=POLL_SECONDS)
