@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import multiprocessing as mp
+import os
 import queue
 import threading
 import time
@@ -27,7 +28,7 @@ from edge_sdk.sources.registry import create_source
 from edge_sdk.sources.spec import BufferPolicy, SourceSpec
 from edge_sdk.status import StatusCallback, StatusEvent, StatusKind, ignore_status
 
-from .config import PipelineConfig
+from .config import PipelineConfig, RuntimeSpec
 from .frame_ring import FrameRing, RingLayout, remove_stale_segments
 from .messages import StageReport
 from .metrics import RunSummary
@@ -193,13 +194,14 @@ class PipelineRuntime:
             capture = CapturePlan(index, index, spec, config.base_dir, handles[index], channels, -1, every)
             stages.append(self._stage(f"capture:{self._source_names[index]}", "capture", index, run_capture, capture))
         names = tuple(self._source_names)
-        for worker in range(runtime.inference_workers):
+        workers, threads = inference_layout(runtime, self.profile)
+        for worker in range(workers):
             inference = InferencePlan(
                 worker=worker,
                 owner_id=WORKER_OWNER + worker,
                 output_owner_id=OUTPUT_OWNER,
                 engine=models.primary,
-                threads=runtime.inference_threads,
+                threads=threads,
                 input_name=models.input_name,
                 preprocess=config.preprocess,
                 source_names=names,
@@ -214,7 +216,7 @@ class PipelineRuntime:
             )
         output = OutputPlan(
             OUTPUT_OWNER, config.name, config.postprocess, config.cascade, models.cascade, tuple(config.sinks),
-            tuple(handles), channels, runtime.inference_workers, every,
+            tuple(handles), channels, workers, every,
         )  # fmt: skip
         stages.append(self._stage("output", "output", OUTPUT_OWNER, run_output, output))
         return stages
@@ -389,3 +391,16 @@ def _resumed_sink(spec: Any, restart: int) -> Any:
         path = spec.path
         return spec.model_copy(update={"path": path.with_name(f"{path.stem}.part{restart}{path.suffix}")})
     return spec
+
+
+CPU_PROVIDERS = {"cpu", "xnnpack"}
+
+
+def inference_layout(runtime: RuntimeSpec, profile: DeviceProfile) -> tuple[int, int | None]:
+    """(workers, threads per worker): what the file says, else one single-threaded worker per core
+    (up to 4) on CPU-only profiles, which beats one multi-threaded worker on throughput, and one
+    worker with the profile's threads on accelerators."""
+    cpu_only = all(p.type in CPU_PROVIDERS for p in profile.engine.execution_providers)
+    workers = runtime.inference_workers or (min(os.cpu_count() or 1, 4) if cpu_only else 1)
+    threads = runtime.inference_threads or (1 if cpu_only and workers > 1 else None)
+    return workers, threads

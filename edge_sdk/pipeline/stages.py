@@ -191,7 +191,7 @@ def _slot_for_write(
         if live:
             ring.count_dropped()
             return None
-        if plan.channels.stop.wait(0.001) or not parent_alive():  # files: back-pressure, nothing is lost
+        if plan.channels.stop.wait(0.005) or not parent_alive():  # files: back-pressure, nothing is lost
             return None
 
 
@@ -330,16 +330,18 @@ def run_output(plan: OutputPlan) -> None:
     parent_alive = _child_setup()
     output = _Output(plan)
     channels = plan.channels
-    reorder = _Reorder(len(plan.rings), enabled=plan.workers > 1)
+    reorder = _Reorder([ring.policy for ring in plan.rings], plan.workers)
     try:
         while parent_alive():
             workers_done = channels.workers_done.is_set()  # read before get(): nothing can follow it
             try:
-                ready = reorder.push(channels.results.get(timeout=POLL_SECONDS))
+                ready, stale = reorder.push(channels.results.get(timeout=POLL_SECONDS))
             except queue.Empty:
                 if workers_done:
                     break
-                ready = reorder.due()
+                ready, stale = reorder.due(), []
+            for done in stale:
+                output.drop(done)
             for done in ready:
                 output.deliver(done)
             output.reporter.tick()
@@ -401,6 +403,12 @@ class _Output:
             "last_result_at": self.last_result_at,
         }
 
+    def drop(self, done: InferenceDone) -> None:
+        """A live frame overtaken by a newer one: free its slot and count it as dropped."""
+        ring = self.rings[done.source_index]
+        ring.release(done.slot)
+        ring.count_dropped()
+
     def close(self) -> None:
         self.sinks.close()
         self.reporter.tick(force=True)
@@ -409,23 +417,30 @@ class _Output:
 
 
 class _Reorder:
-    """With several inference workers, results of one source can arrive out of order; put them back.
+    """With several inference workers, results of one source can arrive out of order.
 
-    A gap (a frame lost with a crashed worker) is skipped once later frames have waited a second.
+    Files (block policy) are put back in order; a gap (a frame lost with a crashed worker) is skipped
+    once later frames have waited `patience` seconds. Live sources (latest policy) have gaps by
+    design, so nothing waits: a result older than one already delivered is stale and is dropped.
     """
 
-    def __init__(self, sources: int, enabled: bool, patience: float = 1.0):
-        self.enabled = enabled
+    def __init__(self, policies: list[BufferPolicy], workers: int, patience: float = 1.0):
+        self.ordered = [workers > 1 and policy == BufferPolicy.BLOCK for policy in policies]
         self.patience = patience
-        self.expected: list[int | None] = [None] * sources
-        self.waiting: list[dict[int, tuple[float, InferenceDone]]] = [{} for _ in range(sources)]
+        self.expected: list[int | None] = [None] * len(policies)
+        self.waiting: list[dict[int, tuple[float, InferenceDone]]] = [{} for _ in policies]
 
-    def push(self, done: InferenceDone) -> list[InferenceDone]:
-        if not self.enabled:
-            return [done]
+    def push(self, done: InferenceDone) -> tuple[list[InferenceDone], list[InferenceDone]]:
+        """(results to deliver now, stale results to drop)."""
         index = done.source_index
+        if not self.ordered[index]:
+            expected = self.expected[index]
+            if expected is not None and done.frame.index < expected:
+                return [], [done]
+            self.expected[index] = done.frame.index + 1
+            return [done], []
         self.waiting[index][done.frame.index] = (time.monotonic(), done)
-        return self._release(index)
+        return self._release(index), []
 
     def due(self) -> list[InferenceDone]:
         """Results whose wait for a missing predecessor has run out."""

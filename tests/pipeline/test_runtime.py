@@ -21,7 +21,7 @@ from edge_sdk.pipeline.config import PipelineConfig, load_pipeline
 from edge_sdk.pipeline.frame_ring import remove_stale_segments, segments_of
 from edge_sdk.pipeline.run import run_pipeline
 from edge_sdk.pipeline.runtime import RuntimeSnapshot
-from edge_sdk.profiles import DeviceProfile
+from edge_sdk.profiles import DeviceProfile, ProfileCatalog
 from edge_sdk.sources.opencv import import_cv2
 from edge_sdk.status import StatusEvent, StatusKind
 
@@ -364,3 +364,16 @@ def test_runtime_when_an_mqtt_sink_is_configured_publishes_each_result_to_the_br
     # then
     assert [m.topic for m in messages] == ["sites/rt/cam"] * 8, "one message per frame on the templated topic"
     assert [json.loads(m.payload)["frame"] for m in messages] == list(range(8))
+
+
+def test_inference_layout_when_unset_uses_single_threaded_workers_per_core_on_cpu_and_one_on_accelerators(
+    catalog: ProfileCatalog,
+) -> None:
+    from edge_sdk.pipeline.config import RuntimeSpec
+    from edge_sdk.pipeline.runtime import inference_layout
+
+    cores = min(os.cpu_count() or 1, 4)
+    assert inference_layout(RuntimeSpec(), catalog.load("x86-cpu")) == (cores, 1 if cores > 1 else None)
+    assert inference_layout(RuntimeSpec(), catalog.load("jetson-orin-dla")) == (1, None), "one worker owns the DLA"
+    explicit = RuntimeSpec(inference_workers=3, inference_threads=2)
+    assert inference_layout(explicit, catalog.load("x86-cpu")) == (3, 2), "the file's choice wins"
