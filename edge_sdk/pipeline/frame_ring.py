@@ -53,7 +53,7 @@ class RingLayout:
     # Header: per slot state(int64), owner(int64), seq(int64), height(int64), width(int64), timestamp(float64).
     @property
     def header_bytes(self) -> int:
-        return self.slots * 6 * 8 + 2 * 8  # + ring counters: written, dropped
+        return self.slots * 6 * 8 + 3 * 8  # + ring counters: written, dropped, delivered
 
     @property
     def total_bytes(self) -> int:
@@ -81,7 +81,7 @@ class FrameRing:
         ints = np.ndarray((5, n), dtype=np.int64, buffer=segment.buf, offset=0)
         self._state, self._owner, self._seq, self._height, self._width = ints
         self._timestamp = np.ndarray((n,), dtype=np.float64, buffer=segment.buf, offset=5 * n * 8)
-        self._counters = np.ndarray((2,), dtype=np.int64, buffer=segment.buf, offset=6 * n * 8)
+        self._counters = np.ndarray((3,), dtype=np.int64, buffer=segment.buf, offset=6 * n * 8)
         self._frames = np.ndarray(
             (n, layout.max_height, layout.max_width, 3), dtype=np.uint8, buffer=segment.buf, offset=layout.header_bytes
         )
@@ -196,10 +196,13 @@ class FrameRing:
         with self.lock:
             self._owner[slot] = owner
 
-    def release(self, slot: int) -> None:
+    def release(self, slot: int, delivered: bool = False) -> None:
+        """Free a slot; `delivered` counts its frame as having reached the sinks."""
         with self.lock:
             self._state[slot] = SlotState.FREE
             self._owner[slot] = -1
+            if delivered:
+                self._counters[2] += 1
 
     def reclaim(self, owner: int) -> int:
         """Free every slot held by `owner` (a stage that died); returns how many."""
@@ -218,6 +221,11 @@ class FrameRing:
     @property
     def dropped(self) -> int:
         return int(self._counters[1])
+
+    @property
+    def delivered(self) -> int:
+        """Frames whose results reached the sinks (kept in shared memory, so a stage crash loses no count)."""
+        return int(self._counters[2])
 
     def last_seq(self) -> int:
         """The highest sequence number committed so far (-1 before the first)."""

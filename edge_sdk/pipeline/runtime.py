@@ -66,17 +66,23 @@ class StageView:
     """Fraction of wall time spent working over the last report interval."""
     dropped: int = 0
     state: str = "starting"
-    _last: tuple[float, int, float] | None = None
+    _last: tuple[float, int, float, int] | None = None
+    """(when, frames, busy seconds, pid) of the previous report."""
+    _earlier_frames: int = 0
+    """Frames done by processes of this stage that have since been replaced."""
 
     def update(self, report: StageReport) -> None:
         now = time.monotonic()
-        if self._last and report.pid == self.pid:
-            then, frames, busy = self._last
+        if self._last and self._last[3] == report.pid:
+            then, frames, busy, _pid = self._last
             elapsed = max(now - then, 1e-6)
             self.fps = (report.frames - frames) / elapsed
             self.busy = min(1.0, (report.busy_seconds - busy) / elapsed)
-        self._last = (now, report.frames, report.busy_seconds)
-        self.pid, self.frames, self.dropped, self.state = report.pid, report.frames, report.dropped, "running"
+        elif self._last:  # the first report of a restarted process
+            self._earlier_frames += self._last[1]
+        self._last = (now, report.frames, report.busy_seconds, report.pid)
+        self.frames = self._earlier_frames + report.frames
+        self.pid, self.dropped, self.state = report.pid, report.dropped, "running"
 
 
 @dataclass
@@ -124,7 +130,10 @@ class PipelineRuntime:
         self._stages: list[_Stage] = []
         self._failure: EdgeSDKError | None = None
         self._source_names: list[str] = []
+        self._earlier_sums: dict[str, float] = {}
+        self._first_result_at: float | None = None
         self._dropped: dict[str, int] = {}
+        self._delivered: dict[str, int] = {}
 
     # -- public --------------------------------------------------------------------------------------
 
@@ -311,7 +320,12 @@ class PipelineRuntime:
         if report.stage == "output":
             self._latencies += report.latencies_ms
             self._recent = (self._recent + report.latencies_ms)[-500:]
-            self._output_extra = report.extra
+            previous = self._output_extra
+            if previous and previous.get("pid") != report.pid:  # a restarted output stage starts from zero
+                for name, total in previous.get("timing_sums", {}).items():
+                    self._earlier_sums[name] = self._earlier_sums.get(name, 0.0) + total
+                self._first_result_at = self._first_result_at or previous.get("first_result_at")
+            self._output_extra = report.extra | {"pid": report.pid}
 
     def _emit(self, event: StatusEvent) -> None:
         level = logging.WARNING if event.kind in _WARNINGS else logging.INFO
@@ -335,11 +349,13 @@ class PipelineRuntime:
 
     def _summary(self, engine_built: bool, engine_seconds: float, wall: float) -> RunSummary:
         extra = self._output_extra
-        frames = next((s.view.frames for s in self._stages if s.view.kind == "output"), 0)
-        first, last = extra.get("first_result_at"), extra.get("last_result_at")
+        frames = sum(self._delivered.values())
+        first, last = self._first_result_at or extra.get("first_result_at"), extra.get("last_result_at")
         # FPS over the span of results, so process start-up does not count against throughput.
         seconds = (last - first) * frames / max(frames - 1, 1) if first and last and frames > 1 else wall
-        sums = extra.get("timing_sums", {})
+        sums = dict(self._earlier_sums)
+        for name, total in extra.get("timing_sums", {}).items():
+            sums[name] = sums.get(name, 0.0) + total
         latencies = self._latencies or [float("nan")]
         return RunSummary(
             frames=frames,
@@ -368,6 +384,7 @@ class PipelineRuntime:
                     process.kill()
                     process.join(timeout=5)
         self._dropped = {name: ring.dropped for name, ring in zip(self._source_names, self._rings, strict=True)}
+        self._delivered = {name: ring.delivered for name, ring in zip(self._source_names, self._rings, strict=True)}
         for ring in self._rings:
             ring.close()
         self._rings = []

@@ -382,8 +382,10 @@ class _Output:
             timings["total"] = (monotonic() - done.captured_at) * 1000
             result = dataclasses.replace(result, timings_ms=timings)
             self.sinks.write(result, image)
-        finally:
+        except BaseException:
             ring.release(done.slot)
+            raise
+        ring.release(done.slot, delivered=True)
         for name, value in timings.items():
             self.timing_sums[name] = self.timing_sums.get(name, 0.0) + value
         now = time.time()

@@ -137,6 +137,8 @@ def test_runtime_when_the_output_stage_crashes_restarts_it_and_finishes(
     frames = [r["frame"] for r in read_jsonl(tmp_path / "out" / "results.jsonl")]
     assert frames[:5] == [0, 1, 2, 3, 4], "results written before the crash are kept"
     assert frames[-1] == 23, "the pipeline carries on to the end of the file after the restart"
+    # frame 5 reached the JSONL sink but not the sink that crashed on it, so it may not count as delivered
+    assert len(frames) - 1 <= summary.frames <= len(frames), "the summary counts the frames of both output processes"
     assert segments_of(os.getpid()) == []
 
 
@@ -164,8 +166,13 @@ def test_runtime_when_a_stage_keeps_crashing_stops_with_a_clear_error_and_cleans
 def test_runtime_when_an_inference_worker_is_killed_restarts_it_and_finishes(
     tmp_path: Path, demo_model: Path, small_video: Path, cpu_profile: DeviceProfile, engine_cache: EngineCache
 ) -> None:
-    # given a snapshot callback that SIGKILLs the inference worker once it has done some frames
-    config = detector_pipeline(tmp_path, demo_model, f"  - {{uri: {small_video}, name: cam}}\n")
+    # given a long enough file and a snapshot callback that SIGKILLs the worker once it has done some frames
+    config = detector_pipeline(
+        tmp_path,
+        demo_model,
+        f"  - {{uri: {small_video}, name: cam, loop: true, max_frames: 150}}\n",
+        runtime="  inference_workers: 1\n",
+    )
     killed: list[int] = []
 
     def kill_worker(snapshot: RuntimeSnapshot) -> None:
@@ -180,7 +187,7 @@ def test_runtime_when_an_inference_worker_is_killed_restarts_it_and_finishes(
     assert killed, "the test must have killed the worker"
     assert summary.restarts == {"inference:0": 1}, "the watchdog replaces the killed worker"
     frames = [r["frame"] for r in read_jsonl(tmp_path / "out" / "results.jsonl")]
-    assert frames[-1] == 23 and frames == sorted(frames), "the rest of the file is processed, in order"
+    assert frames[-1] == 149 and frames == sorted(frames), "the rest of the file is processed, in order"
 
 
 def test_runtime_when_stop_is_set_drains_and_returns_a_summary(

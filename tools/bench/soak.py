@@ -10,6 +10,7 @@ a warm-up and at the end, then checks /dev/shm for segments left behind.
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import tempfile
 import threading
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.pipeline.config import load_pipeline
-from edge_sdk.pipeline.frame_ring import SEGMENT_PREFIX, SHM_DIR
+from edge_sdk.pipeline.frame_ring import segments_of
 from edge_sdk.pipeline.run import run_pipeline
 from edge_sdk.profiles import ProfileCatalog
 
@@ -50,7 +51,6 @@ def main() -> None:
     parser.add_argument("--fps", type=float, default=60.0)
     parser.add_argument("--warmup", type=float, default=30.0, help="seconds before the first memory sample")
     args = parser.parse_args()
-    import os
 
     with tempfile.TemporaryDirectory(prefix="edge-sdk-soak-") as scratch:
         uri = (
@@ -83,7 +83,7 @@ def main() -> None:
         stop.set()
         runner.join(timeout=60)
         summary = box[0] if box else None
-    left = sorted(p.name for p in SHM_DIR.glob(f"{SEGMENT_PREFIX}-*"))
+    left = segments_of(os.getpid())  # only this run's: other pipelines may be running on the machine
     growth = (sum(last.values()) - sum(first.values())) / sum(first.values()) * 100
     print(f"soak: {args.minutes} min, live source {args.fps} FPS 640x480, demo detector, default runtime")
     if summary is not None:
