@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from edge_sdk.errors import ConfigError
 
 Dim = int | str | None
 """A fixed size, a symbolic name (dynamic), or None (unknown)."""
@@ -46,3 +49,15 @@ class TensorMeta:
             if isinstance(want, int) and want != got:
                 return f"input '{self.name}': expected size {want} on axis {axis} ({self.describe()}), got shape {array.shape}"
         return None
+
+
+def select_input(inputs: Sequence[TensorMeta], name: str | None, key: str = "model.input") -> TensorMeta:
+    """The input images go to: the one named by the config `key`, or the model's only input."""
+    if name is not None:
+        for meta in inputs:
+            if meta.name == name:
+                return meta
+        raise ConfigError(f"{key}: the model has no input '{name}'; it has {[m.name for m in inputs]}")
+    if len(inputs) != 1:
+        raise ConfigError(f"model has {len(inputs)} inputs {[m.name for m in inputs]}; set {key} to one of them")
+    return inputs[0]

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.engines.engine import PreparedEngine, prepare_engine
 from edge_sdk.engines.model_file import ModelFile
-from edge_sdk.engines.tensor_meta import TensorMeta
-from edge_sdk.errors import ConfigError
+from edge_sdk.engines.tensor_meta import select_input
 from edge_sdk.postprocess import build_postprocessor
 from edge_sdk.postprocess.cascade import Cascade, NoCascade
 from edge_sdk.postprocess.classification import ClassificationPostprocessor
@@ -47,18 +45,6 @@ def prepare_models(config: PipelineConfig, profile: DeviceProfile, cache: Engine
         else None
     )
     return PreparedModels(primary, model_input.name, cascade)
-
-
-def select_input(inputs: Sequence[TensorMeta], name: str | None, key: str = "model.input") -> TensorMeta:
-    """The input frames go to: the named one, or the only one."""
-    if name is not None:
-        for meta in inputs:
-            if meta.name == name:
-                return meta
-        raise ConfigError(f"{key}: the model has no input '{name}'; it has {[m.name for m in inputs]}")
-    if len(inputs) != 1:
-        raise ConfigError(f"model has {len(inputs)} inputs {[m.name for m in inputs]}; set {key} to one of them")
-    return inputs[0]
 
 
 def open_cascade(config: PipelineConfig, models: PreparedModels, stack: ExitStack) -> Cascade | NoCascade:

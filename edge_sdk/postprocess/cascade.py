@@ -17,8 +17,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from edge_sdk.engines.runner import EngineRunner
-from edge_sdk.engines.tensor_meta import TensorMeta
-from edge_sdk.errors import ConfigError
+from edge_sdk.engines.tensor_meta import select_input
 from edge_sdk.pipeline.preprocess import Preprocessor, PreprocessSpec
 from edge_sdk.precision import Precision
 from edge_sdk.results import Detection, FrameMeta, Result
@@ -54,7 +53,7 @@ class Cascade:
     def __init__(self, spec: CascadeSpec, engine: EngineRunner):
         self.spec = spec
         self.engine = engine
-        self.model_input = _crop_input(engine.inputs, spec.input)
+        self.model_input = select_input(engine.inputs, spec.input, "cascade.input")
         self.preprocess = Preprocessor(spec.preprocess, self.model_input)
         self.classify = ClassificationPostprocessor(spec.postprocess)
         self.classify.check_outputs(engine.outputs)
@@ -118,19 +117,6 @@ class Cascade:
             outputs = self.engine.infer({self.model_input.name: np.concatenate(part + filler)})
             rows.extend(outputs[self.spec.postprocess.output][: len(part)])
         return rows
-
-
-def _crop_input(inputs: Sequence[TensorMeta], name: str | None) -> TensorMeta:
-    if name is not None:
-        for meta in inputs:
-            if meta.name == name:
-                return meta
-        raise ConfigError(f"cascade.input: the classifier has no input '{name}'; it has {[m.name for m in inputs]}")
-    if len(inputs) != 1:
-        raise ConfigError(
-            f"cascade: the classifier has {len(inputs)} inputs {[m.name for m in inputs]}; set cascade.input"
-        )
-    return inputs[0]
 
 
 class NoCascade:
