@@ -227,6 +227,12 @@ class FrameRing:
         """Frames whose results reached the sinks (kept in shared memory, so a stage crash loses no count)."""
         return int(self._counters[2])
 
+    def oldest_pending_seq(self) -> int | None:
+        """The lowest sequence number among frames committed but not yet released (None if none)."""
+        with self.lock:
+            pending = (self._state == SlotState.READY) | (self._state == SlotState.IN_USE)
+            return int(self._seq[pending].min()) if pending.any() else None
+
     def last_seq(self) -> int:
         """The highest sequence number committed so far (-1 before the first)."""
         with self.lock:

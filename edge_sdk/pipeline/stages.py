@@ -330,7 +330,11 @@ def run_output(plan: OutputPlan) -> None:
     parent_alive = _child_setup()
     output = _Output(plan)
     channels = plan.channels
-    reorder = _Reorder([ring.policy for ring in plan.rings], plan.workers)
+    reorder = _Reorder(
+        [ring.policy for ring in plan.rings],
+        plan.workers,
+        oldest_pending=lambda index: output.rings[index].oldest_pending_seq(),
+    )
     try:
         while parent_alive():
             workers_done = channels.workers_done.is_set()  # read before get(): nothing can follow it
@@ -426,8 +430,16 @@ class _Reorder:
     design, so nothing waits: a result older than one already delivered is stale and is dropped.
     """
 
-    def __init__(self, policies: list[BufferPolicy], workers: int, patience: float = 1.0):
+    def __init__(
+        self,
+        policies: list[BufferPolicy],
+        workers: int,
+        oldest_pending: Callable[[int], int | None],
+        patience: float = 1.0,
+    ):
         self.ordered = [workers > 1 and policy == BufferPolicy.BLOCK for policy in policies]
+        self.oldest_pending = oldest_pending
+        """Lowest frame index of a source still in flight: where its order starts (also after a restart)."""
         self.patience = patience
         self.expected: list[int | None] = [None] * len(policies)
         self.waiting: list[dict[int, tuple[float, InferenceDone]]] = [{} for _ in policies]
@@ -441,6 +453,8 @@ class _Reorder:
                 return [], [done]
             self.expected[index] = done.frame.index + 1
             return [done], []
+        if self.expected[index] is None:
+            self.expected[index] = self.oldest_pending(index)
         self.waiting[index][done.frame.index] = (time.monotonic(), done)
         return self._release(index), []
 
