@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
@@ -86,21 +87,27 @@ class PipelineConfig(BaseModel):
         return self._base_dir
 
     def resolved(self, base_dir: Path) -> PipelineConfig:
-        """A copy whose relative model and sink paths start from `base_dir`."""
+        """A copy whose relative paths (model, cascade, sink files, broker certificates, password
+        files: every Path field) start from `base_dir`."""
 
         def rebase(path: Path) -> Path:
             path = path.expanduser()
             return path if path.is_absolute() else Path(os.path.normpath(base_dir / path))
 
-        sinks = [
-            sink.model_copy(update={"path": rebase(sink.path)}) if hasattr(sink, "path") else sink
-            for sink in self.sinks
-        ]
-        model = self.model.model_copy(update={"path": rebase(self.model.path)})
-        cascade = self.cascade.model_copy(update={"model": rebase(self.cascade.model)}) if self.cascade else None
-        copy = self.model_copy(update={"model": model, "sinks": sinks, "cascade": cascade})
+        copy: PipelineConfig = _rebase_paths(self, rebase)
         copy._base_dir = base_dir
         return copy
+
+
+def _rebase_paths(value: Any, rebase: Callable[[Path], Path]) -> Any:
+    if isinstance(value, Path):
+        return rebase(value)
+    if isinstance(value, BaseModel):
+        updates = {name: _rebase_paths(getattr(value, name), rebase) for name in type(value).model_fields}
+        return value.model_copy(update=updates)
+    if isinstance(value, list | tuple):
+        return type(value)(_rebase_paths(item, rebase) for item in value)
+    return value
 
 
 def load_pipeline(path: Path) -> PipelineConfig:

@@ -242,3 +242,26 @@ def test_load_pipeline_when_uint8_input_gets_a_mean_says_it_needs_float32(tmp_pa
     # then
     assert message.startswith(f"{path}:5:"), "the error points at the mean line"
     assert "'preprocess.mean'" in message and "float32" in message, "the error says mean needs dtype float32"
+
+
+def test_load_pipeline_when_an_mqtt_sink_names_certificate_files_resolves_them_against_the_yaml_folder(
+    tmp_path: Path,
+) -> None:
+    # given relative certificate and password paths in the broker block
+    text = VALID.replace(
+        "  - type: stdout\n",
+        "  - type: mqtt\n"
+        "    broker: {host: broker.local, username: cam, password_file: secrets/pw,\n"
+        "             tls: {ca_file: certs/ca.pem, cert_file: certs/c.pem, key_file: certs/c.key}}\n",
+    )
+    path = write_pipeline(tmp_path / "jobs", text)
+    # when
+    broker = load_pipeline(path).sinks[0].broker  # type: ignore[union-attr]
+    # then
+    jobs = tmp_path / "jobs"
+    assert broker.password_file == jobs / "secrets" / "pw", "secret files are found next to the pipeline file"
+    assert (broker.tls.ca_file, broker.tls.cert_file, broker.tls.key_file) == (
+        jobs / "certs" / "ca.pem",
+        jobs / "certs" / "c.pem",
+        jobs / "certs" / "c.key",
+    ), "certificates are found next to the pipeline file"
