@@ -6,7 +6,7 @@ import numpy as np
 
 from edge_sdk.pipeline.geometry import InputGeometry
 from edge_sdk.pipeline.messages import InferenceDone
-from edge_sdk.pipeline.stages import _Reorder
+from edge_sdk.pipeline.stages.reorder import Reorder
 from edge_sdk.results import FrameMeta
 from edge_sdk.sources.spec import BufferPolicy
 
@@ -23,7 +23,7 @@ def frames(results: list[InferenceDone]) -> list[int]:
 
 def test_reorder_when_a_file_frame_overtakes_its_predecessor_holds_it_until_the_predecessor_arrives() -> None:
     # given two workers on a file whose frame 0 is still in flight when frame 1 finishes
-    reorder = _Reorder([BufferPolicy.BLOCK], workers=2, oldest_pending=lambda _: 0)
+    reorder = Reorder([BufferPolicy.BLOCK], workers=2, oldest_pending=lambda _: 0)
     # when / then
     ready, stale = reorder.push(done(1))
     assert frames(ready) == [] and stale == [], "frame 1 waits for frame 0"
@@ -32,7 +32,7 @@ def test_reorder_when_a_file_frame_overtakes_its_predecessor_holds_it_until_the_
 
 
 def test_reorder_when_a_restarted_output_begins_mid_file_starts_from_the_oldest_frame_in_flight() -> None:
-    reorder = _Reorder([BufferPolicy.BLOCK], workers=2, oldest_pending=lambda _: 40)
+    reorder = Reorder([BufferPolicy.BLOCK], workers=2, oldest_pending=lambda _: 40)
     ready, _ = reorder.push(done(41))
     assert frames(ready) == []
     ready, _ = reorder.push(done(40))
@@ -40,12 +40,12 @@ def test_reorder_when_a_restarted_output_begins_mid_file_starts_from_the_oldest_
 
 
 def test_reorder_when_a_live_frame_arrives_after_a_newer_one_drops_it_as_stale() -> None:
-    reorder = _Reorder([BufferPolicy.LATEST], workers=2, oldest_pending=lambda _: 0)
+    reorder = Reorder([BufferPolicy.LATEST], workers=2, oldest_pending=lambda _: 0)
     assert frames(reorder.push(done(5))[0]) == [5], "live results go out at once"
     ready, stale = reorder.push(done(4))
     assert frames(ready) == [] and frames(stale) == [4], "an older live result is dropped, never delivered late"
 
 
 def test_reorder_when_one_worker_runs_delivers_in_arrival_order_without_waiting() -> None:
-    reorder = _Reorder([BufferPolicy.BLOCK], workers=1, oldest_pending=lambda _: 0)
+    reorder = Reorder([BufferPolicy.BLOCK], workers=1, oldest_pending=lambda _: 0)
     assert frames(reorder.push(done(3))[0]) == [3]
