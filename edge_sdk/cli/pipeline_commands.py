@@ -49,7 +49,8 @@ def run(ctx: CliContext, pipeline: Path, profile_name: str | None, as_json: bool
     console = ctx.console
     console.print(
         f"[bold]{config.name}[/bold] on {profile.name}: {summary.frames} frames in {summary.seconds:.2f} s, "
-        f"{summary.fps:.1f} FPS, latency p50 {summary.latency_p50_ms:.1f} ms / p99 {summary.latency_p99_ms:.1f} ms"
+        f"{summary.fps:.1f} FPS, capture-to-result latency p50 {summary.latency_p50_ms:.1f} ms / p99 "
+        f"{summary.latency_p99_ms:.1f} ms"
     )
     stages = ", ".join(f"{k} {v:.1f}" for k, v in summary.stage_mean_ms.items() if k != "total")
     console.print(f"  mean per stage (ms): {stages}")
