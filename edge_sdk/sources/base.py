@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from types import TracebackType
 
-from edge_sdk.results import Frame
+import numpy as np
+
+from edge_sdk.results import Frame, FrameMeta
 
 
 class Source(ABC):
@@ -21,6 +24,8 @@ class Source(ABC):
     fps: float | None = None
     is_live: bool = False
     """Frames arrive at the camera's pace whether or not anyone reads them (drop, don't queue)."""
+    _index: int = 0
+    """Index the next frame gets."""
 
     @abstractmethod
     def open(self) -> None: ...
@@ -31,6 +36,12 @@ class Source(ABC):
 
     @abstractmethod
     def close(self) -> None: ...
+
+    def _stamp(self, image: np.ndarray) -> Frame:
+        """The next frame of this source: `image` with its index, wall-clock time and size."""
+        meta = FrameMeta(self.name, self._index, time.time(), image.shape[1], image.shape[0])
+        self._index += 1
+        return Frame(meta, image)
 
     def __enter__(self) -> Source:
         self.open()

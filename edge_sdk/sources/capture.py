@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from abc import abstractmethod
 from types import ModuleType
 from typing import Any
 
 from edge_sdk.errors import SourceError
-from edge_sdk.results import Frame, FrameMeta
+from edge_sdk.results import Frame
 
 from .base import Source
 from .opencv import import_cv2
@@ -60,9 +59,7 @@ class LiveCaptureSource(Source):
             raise SourceError(f"{self.description}: reading a frame failed: {error}") from None
         if not ok or image is None:
             raise SourceError(f"{self.description}: no frame (the stream stalled or stopped, or the device went away)")
-        meta = FrameMeta(self.name, self._index, time.time(), image.shape[1], image.shape[0])
-        self._index += 1
-        return Frame(meta, image)
+        return self._stamp(image)
 
     def close(self) -> None:
         if self._capture is not None:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from edge_sdk.errors import SourceError
-from edge_sdk.results import Frame, FrameMeta
+from edge_sdk.results import Frame
 
 from .base import Source
 from .opencv import import_cv2
@@ -36,9 +35,7 @@ class ImageFolderSource(Source):
         image = import_cv2().imread(str(path))
         if image is None:
             raise SourceError(f"cannot decode image {path}")
-        meta = FrameMeta(self.name, self._index, time.time(), image.shape[1], image.shape[0])
-        self._index += 1
-        return Frame(meta, image)
+        return self._stamp(image)
 
     def close(self) -> None:
         self._paths = []

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from edge_sdk.errors import SourceError
-from edge_sdk.results import Frame, FrameMeta
+from edge_sdk.results import Frame
 
 from .base import Source
 from .opencv import import_cv2
@@ -62,9 +62,7 @@ class PanZoomSource(Source):
                 time.sleep(delay)
             self._next_due += self._period
         image = self.render(self._index % self.frames)
-        meta = FrameMeta(self.name, self._index, time.time(), image.shape[1], image.shape[0])
-        self._index += 1
-        return Frame(meta, image)
+        return self._stamp(image)
 
     def render(self, step: int) -> np.ndarray:
         width, height = self.size

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 from edge_sdk.errors import SourceError
-from edge_sdk.results import Frame, FrameMeta
+from edge_sdk.results import Frame
 
 from .base import Source
 from .opencv import import_cv2
@@ -40,9 +39,7 @@ class VideoFileSource(Source):
             ok, image = self._capture.read()
         if not ok:
             return None
-        meta = FrameMeta(self.name, self._index, time.time(), image.shape[1], image.shape[0])
-        self._index += 1
-        return Frame(meta, image)
+        return self._stamp(image)
 
     def close(self) -> None:
         if self._capture is not None:
