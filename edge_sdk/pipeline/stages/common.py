@@ -48,19 +48,20 @@ class StageChannels:
 class Reporter:
     """Counts a stage's work and sends a StageReport every `every` seconds."""
 
-    def __init__(self, stage: str, reports: Any, every: float):
+    def __init__(self, stage: str, reports: Any, every: float, extra: Callable[[], dict[str, Any]] = dict):
         self.stage, self.reports, self.every = stage, reports, every
+        self.extra = extra
+        """Called only when a report goes out, so stage-specific counters cost nothing per frame."""
         self.frames = 0
         self.dropped = 0
         self.busy = 0.0
         self.latencies: list[float] = []
-        self.extra: dict[str, Any] = {}
         self._next = time.monotonic() + every
 
     def tick(self, force: bool = False) -> None:
         if force or time.monotonic() >= self._next:
             report = StageReport(
-                self.stage, os.getpid(), self.frames, self.busy, self.dropped, self.latencies, dict(self.extra)
+                self.stage, os.getpid(), self.frames, self.busy, self.dropped, self.latencies, self.extra()
             )
             self.reports.put(report)
             self.latencies = []

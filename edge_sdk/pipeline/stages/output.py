@@ -6,8 +6,10 @@ import dataclasses
 import queue
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from edge_sdk.engines.engine import PreparedEngine
+from edge_sdk.engines.runner import EngineRunner
 from edge_sdk.postprocess import PostprocessSpec, build_postprocessor
 from edge_sdk.postprocess.cascade import Cascade, CascadeSpec, NoCascade
 from edge_sdk.results import Result
@@ -69,9 +71,10 @@ class _Output:
     def __init__(self, plan: OutputPlan):
         self.rings = attach_rings(plan.rings)
         self.reports = plan.channels.reports
-        self.reporter = Reporter("output", self.reports, plan.report_seconds)
+        self.reporter = Reporter("output", self.reports, plan.report_seconds, extra=self._report_extra)
         self.postprocess = build_postprocessor(plan.postprocess)
         self.cascade: Cascade | NoCascade = NoCascade()
+        self._cascade_runner: EngineRunner | None = None
         if plan.cascade is not None and plan.cascade_engine is not None:
             self._cascade_runner = plan.cascade_engine.open()
             self._cascade_runner.activate()
@@ -106,11 +109,14 @@ class _Output:
         self.reporter.frames += 1
         self.reporter.latencies.append((monotonic() - done.captured_at) * 1000)
         self.reporter.busy += time.perf_counter() - started
-        for name, problem in self.sinks.failures.items():
-            if name not in self.reported_failures:
-                self.reported_failures.add(name)
-                self.reports.put(StatusEvent(StatusKind.SINK_FAILED, name, problem))
-        self.reporter.extra = {
+        if len(self.sinks.failures) > len(self.reported_failures):
+            for name, problem in self.sinks.failures.items():
+                if name not in self.reported_failures:
+                    self.reported_failures.add(name)
+                    self.reports.put(StatusEvent(StatusKind.SINK_FAILED, name, problem))
+
+    def _report_extra(self) -> dict[str, Any]:
+        return {
             "sink_failures": dict(self.sinks.failures),
             "timing_sums": dict(self.timing_sums),
             "first_result_at": self.first_result_at,
@@ -125,6 +131,8 @@ class _Output:
 
     def close(self) -> None:
         self.sinks.close()
+        if self._cascade_runner is not None:
+            self._cascade_runner.deactivate()
         self.reporter.tick(force=True)
         for ring in self.rings:
             ring.close()
