@@ -17,6 +17,7 @@ from edge_sdk.results import Result
 from edge_sdk.sinks import SinkFanout, create_sink
 from edge_sdk.sources.base import Source
 from edge_sdk.sources.registry import create_source
+from edge_sdk.status import StatusCallback, ignore_status
 
 from .config import PipelineConfig
 from .metrics import LatencyRecorder, RunSummary
@@ -30,6 +31,7 @@ def run_inline(
     cache: EngineCache | None = None,
     stop: threading.Event | None = None,
     on_result: Callable[[Result], None] | None = None,
+    on_status: StatusCallback = ignore_status,
 ) -> RunSummary:
     """Run until every source ends (or `stop` is set); returns frame count, FPS and latencies."""
     stop = stop or threading.Event()
@@ -41,13 +43,12 @@ def run_inline(
     with ExitStack() as stack:
         engine = stack.enter_context(models.primary.open())
         cascade = open_cascade(config, models, stack)
-        sources = [create_source(spec, config.base_dir) for spec in config.sources]
+        sources = [create_source(spec, config.base_dir, on_status=on_status, stop=stop) for spec in config.sources]
         for source in sources:
             stack.enter_context(source)
         sinks = SinkFanout([create_sink(spec, config.name) for spec in config.sinks])
         stack.callback(sinks.close)
         sinks.open()
-        limits = {id(source): spec.max_frames for source, spec in zip(sources, config.sources, strict=True)}
         active: list[Source] = list(sources)
         started = time.perf_counter()
         while active and not stop.is_set():
@@ -56,8 +57,7 @@ def run_inline(
                     break
                 t0 = time.perf_counter()
                 frame = source.read()
-                limit = limits[id(source)]
-                if frame is None or (limit is not None and frame.meta.index >= limit):
+                if frame is None:
                     active.remove(source)
                     continue
                 t1 = time.perf_counter()

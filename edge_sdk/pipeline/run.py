@@ -26,7 +26,7 @@ def run_pipeline(
 ) -> RunSummary:
     """Stage processes over shared memory (runtime.mode: processes, the default) or one loop (inline)."""
     if config.runtime.mode == "inline":
-        return run_inline(config, profile, cache, stop=stop)
+        return run_inline(config, profile, cache, stop=stop, on_status=on_status)
     if config.runtime.prometheus is None:
         return PipelineRuntime(config, profile, cache, on_status=on_status, on_snapshot=on_snapshot).run(stop)
     exporter = PrometheusExporter(config.runtime.prometheus.port, config.runtime.prometheus.address)

@@ -11,6 +11,7 @@ from edge_sdk.errors import ConfigError
 from edge_sdk.status import StatusCallback, ignore_status
 
 from .base import Source
+from .frame_limit import FrameLimit
 from .gstreamer import GStreamerSource, nvargus_pipeline
 from .image_folder import ImageFolderSource
 from .reconnecting import ReconnectingSource, StopSignal
@@ -147,15 +148,16 @@ def create_source(
     """A (not yet opened) source for `spec`; relative paths are taken from `base_dir`.
 
     Live sources (`is_live`) come back wrapped in a ReconnectingSource that follows `spec.reconnect`,
-    reports through `on_status` and stops waiting when `stop` is set. A bare number is a camera index.
+    reports through `on_status` and stops waiting when `stop` is set; `spec.max_frames` ends the
+    source after that many frames. A bare number is a camera index.
     """
     scheme, location, query = _split_uri(spec.uri)
     if scheme not in SOURCES:
         raise ConfigError(f"unknown source scheme '{scheme}://' in {spec.uri}; known: {', '.join(sorted(SOURCES))}")
     source = SOURCES[scheme](spec, location, query, base_dir)
     if source.is_live:
-        return ReconnectingSource(source, spec.reconnect.policy(), on_status=on_status, stop=stop)
-    return source
+        source = ReconnectingSource(source, spec.reconnect.policy(), on_status=on_status, stop=stop)
+    return FrameLimit(source, spec.max_frames) if spec.max_frames is not None else source
 
 
 def _split_uri(uri: str) -> tuple[str, str, dict[str, str]]:

@@ -12,6 +12,7 @@ from edge_sdk.pipeline.config import load_pipeline
 from edge_sdk.sinks.jsonl import JsonlSinkSpec
 from edge_sdk.sinks.stdout import StdoutSinkSpec
 from edge_sdk.sinks.video import VideoSinkSpec
+from edge_sdk.sources.frame_limit import FrameLimit
 from edge_sdk.sources.registry import create_source
 from edge_sdk.sources.video_file import VideoFileSource
 
@@ -70,7 +71,9 @@ def test_load_pipeline_when_file_is_valid_resolves_paths_against_the_yaml_folder
         "an absolute sink path is kept as written"
     )
     assert config.sources[0].max_frames == 10, "source options are read"
-    source = create_source(config.sources[0], config.base_dir)
+    limited = create_source(config.sources[0], config.base_dir)
+    assert isinstance(limited, FrameLimit) and limited.limit == 10, "max_frames wraps the source in a limit"
+    source = limited.inner
     assert isinstance(source, VideoFileSource) and source.path == folder / "clips" / "door.mp4", (
         "a relative source path starts from the YAML's folder"
     )

@@ -324,3 +324,13 @@ def test_pan_zoom_source_when_image_cannot_be_read_raises_source_error(tmp_path:
     with pytest.raises(SourceError) as caught, PanZoomSource(missing, frames=2):
         pass
     assert str(missing) in str(caught.value), "the error names the image"
+
+
+def test_create_source_when_max_frames_is_set_ends_the_source_after_that_many_frames(small_video: Path) -> None:
+    # given a 24-frame video limited to 5 frames
+    source = create_source(SourceSpec(uri=str(small_video), max_frames=5), small_video.parent)
+    # when
+    with source:
+        indexes = [frame.meta.index for frame in source]
+    # then
+    assert indexes == [0, 1, 2, 3, 4], "max_frames is honoured by the source itself, whichever runtime reads it"

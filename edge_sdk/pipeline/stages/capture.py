@@ -49,8 +49,6 @@ def run_capture(plan: CapturePlan) -> None:
                 index = frame.meta.index
                 if index <= plan.resume_after:
                     continue
-                if plan.spec.max_frames is not None and index >= plan.spec.max_frames:
-                    break
                 started = time.perf_counter()
                 slot = _slot_for_write(ring, plan, live_policy, reporter, parent_alive)
                 if slot is None:
