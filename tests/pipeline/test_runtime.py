@@ -111,6 +111,25 @@ def test_runtime_when_a_live_source_outpaces_a_slow_sink_drops_old_frames_and_st
     assert summary.latency_p99_ms < 1000, "dropping keeps results close to the camera (memory stays bounded)"
 
 
+def test_runtime_when_a_file_feeds_a_slow_sink_applies_back_pressure_and_drops_nothing(
+    tmp_path: Path, demo_model: Path, small_video: Path, cpu_profile: DeviceProfile, engine_cache: EngineCache
+) -> None:
+    # given a file (block policy), a ring of 3 slots and a sink that needs 30 ms per frame
+    config = detector_pipeline(
+        tmp_path,
+        demo_model,
+        f"  - {{uri: {small_video}, name: cam}}\n",
+        runtime="  ring_slots: 3\n",
+        sinks="  - {type: callable, function: 'tests.pipeline.crashing_sinks:sleep_30ms'}\n",
+    )
+    # when
+    summary = run_pipeline(config, cpu_profile, engine_cache)
+    # then
+    frames = [r["frame"] for r in read_jsonl(tmp_path / "out" / "results.jsonl")]
+    assert frames == list(range(24)), "a slow consumer slows a file down instead of losing frames"
+    assert summary.dropped == {"cam": 0}
+
+
 def test_runtime_when_the_output_stage_crashes_restarts_it_and_finishes(
     tmp_path: Path,
     demo_model: Path,
