@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,3 +35,51 @@ class ConnectionEvent:
 
 
 ConnectionListener = Callable[[ConnectionEvent], None]
+
+
+class StateMachine:
+    """The current `ConnectionState`, thread-safe: read it, wait for one, be told of every change.
+
+    Listeners run on the thread that changed the state (paho's network thread, mostly), outside the lock.
+    """
+
+    def __init__(self, log: logging.Logger) -> None:
+        self._log = log
+        self._changed = threading.Condition()
+        self._state = ConnectionState.IDLE
+        self._listeners: list[ConnectionListener] = []
+
+    @property
+    def state(self) -> ConnectionState:
+        with self._changed:
+            return self._state
+
+    def add_listener(self, listener: ConnectionListener) -> Callable[[], None]:
+        with self._changed:
+            self._listeners.append(listener)
+
+        def remove() -> None:
+            with self._changed:
+                if listener in self._listeners:
+                    self._listeners.remove(listener)
+
+        return remove
+
+    def wait_for(self, state: ConnectionState, timeout: float) -> bool:
+        with self._changed:
+            return self._changed.wait_for(lambda: self._state is state, timeout)
+
+    def set(self, state: ConnectionState, reason_code: int | None = None, reason: str = "") -> None:
+        with self._changed:
+            previous = self._state
+            if previous is state:
+                return
+            self._state = state
+            self._changed.notify_all()
+            listeners = list(self._listeners)
+        event = ConnectionEvent(state=state, previous=previous, reason_code=reason_code, reason=reason)
+        for listener in listeners:
+            try:
+                listener(event)
+            except Exception:  # a listener's bug must not kill paho's network thread
+                self._log.exception("MQTT connection listener %r failed on %s", listener, event)
