@@ -66,3 +66,118 @@ def uint8_mean_classifier(path: Path, classes: int = 3) -> Path:
         ],
     )
     return _save(graph, path)
+
+
+def resnet18_like(
+    path: Path, width: int = 64, seed: int = 0, batch: int | str = "N", classes: int = 1000, size: int = 224
+) -> Path:
+    """A ResNet-18-shaped CNN: float32 NCHW [batch, 3, size, size] -> logits [batch, classes].
+
+    Conv+BatchNormalization+Relu blocks (stem, max pool, 4 stages of 2 basic blocks, widths
+    width..8*width, 1x1 downsample convs), residual Adds, GlobalAveragePool, Gemm. Weights are
+    He-initialised from `default_rng(seed)`; every BatchNormalization has non-trivial running
+    statistics, so folding it into the Conv changes the weights. Like an exported model it also
+    carries the leftovers graph passes clean up: Constant nodes building the flatten shape, a
+    Transpose of the FC weight, an Identity and an inference-mode Dropout.
+    """
+    rng = np.random.default_rng(seed)
+    initializers: list[onnx.TensorProto] = []
+    nodes: list[onnx.NodeProto] = []
+
+    def constant(name: str, value: np.ndarray) -> str:
+        initializers.append(numpy_helper.from_array(value.astype(np.float32), name))
+        return name
+
+    def conv_bn(x: str, name: str, c_in: int, c_out: int, kernel: int, stride: int, relu: bool) -> str:
+        fan_in = c_in * kernel * kernel
+        w = constant(f"{name}.w", rng.standard_normal((c_out, c_in, kernel, kernel)) * np.sqrt(2.0 / fan_in))
+        pad = kernel // 2
+        nodes.append(
+            helper.make_node(
+                "Conv",
+                [x, w],
+                [f"{name}.conv"],
+                kernel_shape=[kernel, kernel],
+                strides=[stride, stride],
+                pads=[pad] * 4,
+                name=f"{name}.conv",
+            )
+        )
+        bn_params = [
+            constant(f"{name}.gamma", rng.uniform(0.5, 1.5, c_out)),
+            constant(f"{name}.beta", rng.normal(0.0, 0.1, c_out)),
+            constant(f"{name}.mean", rng.normal(0.0, 0.1, c_out)),
+            constant(f"{name}.var", rng.uniform(0.5, 2.0, c_out)),
+        ]
+        nodes.append(
+            helper.make_node(
+                "BatchNormalization", [f"{name}.conv", *bn_params], [f"{name}.bn"], epsilon=1e-5, name=f"{name}.bn"
+            )
+        )
+        if not relu:
+            return f"{name}.bn"
+        nodes.append(helper.make_node("Relu", [f"{name}.bn"], [f"{name}.relu"], name=f"{name}.relu"))
+        return f"{name}.relu"
+
+    x = conv_bn("images", "stem", 3, width, 7, 2, relu=True)
+    nodes.append(
+        helper.make_node("MaxPool", [x], ["stem.pool"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    )
+    x, c_in = "stem.pool", width
+    for stage, c_out in enumerate((width, 2 * width, 4 * width, 8 * width), start=1):
+        for block in range(2):
+            name = f"layer{stage}.{block}"
+            stride = 2 if stage > 1 and block == 0 else 1
+            y = conv_bn(x, f"{name}.a", c_in, c_out, 3, stride, relu=True)
+            y = conv_bn(y, f"{name}.b", c_out, c_out, 3, 1, relu=False)
+            shortcut = conv_bn(x, f"{name}.down", c_in, c_out, 1, stride, relu=False) if c_in != c_out else x
+            nodes.append(helper.make_node("Add", [y, shortcut], [f"{name}.add"], name=f"{name}.add"))
+            nodes.append(helper.make_node("Relu", [f"{name}.add"], [f"{name}.out"], name=f"{name}.out"))
+            x, c_in = f"{name}.out", c_out
+    fc_w = constant("fc.w_t", rng.standard_normal((c_in, classes)) * np.sqrt(1.0 / c_in))
+    fc_b = constant("fc.b", rng.normal(0.0, 0.1, classes))
+    nodes += [
+        helper.make_node("GlobalAveragePool", [x], ["pool"], name="pool"),
+        helper.make_node("Dropout", ["pool"], ["dropout"], name="dropout"),
+        helper.make_node("Constant", [], ["keep_batch"], value=numpy_helper.from_array(np.array([0], np.int64))),
+        helper.make_node("Constant", [], ["flatten_rest"], value=numpy_helper.from_array(np.array([-1], np.int64))),
+        helper.make_node("Concat", ["keep_batch", "flatten_rest"], ["flat_shape"], axis=0, name="flat_shape"),
+        helper.make_node("Reshape", ["dropout", "flat_shape"], ["flat"], name="flatten"),
+        helper.make_node("Identity", ["flat"], ["features"], name="features"),
+        helper.make_node("Transpose", [fc_w], ["fc.w"], perm=[1, 0], name="fc.w"),
+        helper.make_node("Gemm", ["features", "fc.w", fc_b], ["logits"], transB=1, name="fc"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "resnet18_like",
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT, [batch, 3, size, size])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, classes])],
+        initializers,
+    )
+    return _save(graph, path)
+
+
+def fixed_batch_reshape_classifier(path: Path, classes: int = 4, size: int = 8) -> Path:
+    """float32 [1, 3, size, size] -> Conv -> Reshape to [1, -1] (a hard-coded batch, as `x.view(1, -1)`
+    exports) -> Gemm -> logits [1, classes]. It cannot run any other batch size correctly."""
+    rng = np.random.default_rng(11)
+    features = 8 * size * size
+    inits = [
+        numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32), "conv_w"),
+        numpy_helper.from_array(np.array([1, -1], np.int64), "flat_shape"),
+        numpy_helper.from_array(rng.standard_normal((classes, features)).astype(np.float32), "fc_w"),
+        numpy_helper.from_array(np.zeros(classes, np.float32), "fc_b"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["images", "conv_w"], ["conv"], pads=[1, 1, 1, 1]),
+        helper.make_node("Reshape", ["conv", "flat_shape"], ["flat"], name="view_1_minus_1"),
+        helper.make_node("Gemm", ["flat", "fc_w", "fc_b"], ["logits"], transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "fixed_batch_reshape_classifier",
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, size, size])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, classes])],
+        inits,
+    )
+    return _save(graph, path)

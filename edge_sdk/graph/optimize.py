@@ -1,0 +1,59 @@
+"""The graph passes an engine build runs, in order, behind one function."""
+
+from __future__ import annotations
+
+import onnx
+
+from edge_sdk.errors import ConfigError, EngineBuildError, ModelError
+
+from .batch_size import BatchSize
+from .batchnorm_folding import BatchNormFolding
+from .constant_folding import ConstantFolding
+from .model_pass import GraphPass, PassReport, run_passes
+from .noop_removal import NoOpRemoval
+from .options import GraphOptions
+from .shape_inference import ShapeInference
+
+
+def graph_passes(model: onnx.ModelProto, options: GraphOptions) -> list[GraphPass]:
+    """preprocess folding (when asked) -> shape inference -> constant folding -> no-op removal ->
+    BatchNormalization folding -> batch size (unless "keep") -> shape inference."""
+    passes: list[GraphPass] = []
+    if options.preprocess is not None:
+        from .preprocess_folding import PreprocessFolding
+
+        passes.append(PreprocessFolding(options.preprocess, _input_name(model, options.input_name)))
+    passes += [ShapeInference(), ConstantFolding(), NoOpRemoval(), BatchNormFolding()]
+    if options.batch != "keep":
+        passes.append(BatchSize(options.batch))
+    passes.append(ShapeInference())
+    return passes
+
+
+def optimize_graph(model: onnx.ModelProto, options: GraphOptions) -> tuple[onnx.ModelProto, list[PassReport]]:
+    """Run the passes `options` ask for; the result computes the same outputs (within float rounding).
+
+    The input is left untouched. A model with no nodes or an unknown input name is refused before any
+    work; a pass that produced an invalid model (an SDK bug) raises EngineBuildError.
+    """
+    if not isinstance(model, onnx.ModelProto) or not model.graph.node:
+        raise ModelError("graph passes: expected an ONNX model with at least one node, got an empty graph")
+    optimized, reports = run_passes(model, graph_passes(model, options))
+    try:
+        onnx.checker.check_model(optimized)
+    except Exception as exc:  # ValidationError
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise EngineBuildError(f"graph passes produced an invalid model: {first}") from None
+    return optimized, reports
+
+
+def _input_name(model: onnx.ModelProto, name: str | None) -> str:
+    initializers = {i.name for i in model.graph.initializer}
+    inputs = [i.name for i in model.graph.input if i.name not in initializers]
+    if name is not None:
+        if name not in inputs:
+            raise ConfigError(f"model.input: the model has no input '{name}'; it has {inputs}")
+        return name
+    if len(inputs) != 1:
+        raise ConfigError(f"model.input: the model has {len(inputs)} inputs {inputs}; name the one frames go to")
+    return inputs[0]

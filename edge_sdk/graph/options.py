@@ -1,0 +1,46 @@
+"""What the graph passes of an engine build are asked to do, and its fingerprint for the cache key."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Literal
+
+from edge_sdk.errors import ConfigError
+from edge_sdk.pipeline.preprocess import PreprocessSpec
+
+GRAPH_PASSES_VERSION = 1
+"""Bump when any pass changes the graph it writes, so cached engines built by the old passes rebuild."""
+
+
+@dataclass(frozen=True)
+class GraphOptions:
+    """preprocess: fold this preprocessing into the graph (None = leave the input as it is);
+    input_name: the input frames go to (None = the model's only input);
+    batch: a fixed batch size, None for a dynamic batch axis "N", or "keep" the model's own."""
+
+    preprocess: PreprocessSpec | None = None
+    input_name: str | None = None
+    batch: int | Literal["keep"] | None = "keep"
+
+    def __post_init__(self) -> None:
+        batch = self.batch
+        if batch is None or batch == "keep":
+            return
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+            raise ConfigError(f"graph batch: expected a positive integer, None (dynamic) or 'keep', got {batch!r}")
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "preprocess": self.preprocess.model_dump(mode="json") if self.preprocess else None,
+            "input_name": self.input_name,
+            "batch": self.batch,
+        }
+
+    def fingerprint(self) -> str:
+        """sha256 of these options and GRAPH_PASSES_VERSION: equal options, equal graph."""
+        canonical = json.dumps(
+            {"version": GRAPH_PASSES_VERSION, **self.to_dict()}, sort_keys=True, separators=(",", ":")
+        )
+        return hashlib.sha256(canonical.encode()).hexdigest()
