@@ -1,0 +1,129 @@
+"""`edge-sdk inspect MODEL`: what is in a model and what the graph passes of a build change."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from edge_sdk.engines.tensor_meta import TensorMeta
+from edge_sdk.errors import ConfigError
+from edge_sdk.graph.inspect import ModelSummary, load_model
+from edge_sdk.graph.model_pass import PassReport
+from edge_sdk.graph.optimize import optimize_graph
+from edge_sdk.graph.options import GraphOptions
+
+from .context import CliContext
+
+pass_cli = click.make_pass_decorator(CliContext)
+
+
+@click.command()
+@click.argument("model", required=False, type=click.Path(path_type=Path, dir_okay=False))
+@click.option(
+    "--pipeline",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Use this pipeline's preprocessing (folded into the graph) and model input; MODEL defaults to its model.",
+)
+@click.option("--batch", help="Set the batch axis: a number, or 'dynamic'. Default: keep the model's.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summaries and pass reports as JSON.")
+@pass_cli
+def inspect(ctx: CliContext, model: Path | None, pipeline: Path | None, batch: str | None, as_json: bool) -> None:
+    """Inputs, outputs, opset and op counts of MODEL, and what each graph pass of a build changes."""
+    options, model = _graph_options(model, pipeline, batch)
+    original = load_model(model)
+    optimized, reports = optimize_graph(original, options)
+    before, after = ModelSummary.of(original, model.name), ModelSummary.of(optimized, model.name)
+    if as_json:
+        payload = {"model": before.to_dict(), "passes": [r.to_dict() for r in reports], "optimized": after.to_dict()}
+        click.echo(json.dumps(payload, indent=2))
+        return
+    console = ctx.console
+    console.print(_headline(before))
+    console.print(_tensor_table(before, "model"))
+    if (after.inputs, after.outputs) != (before.inputs, before.outputs):
+        console.print(_tensor_table(after, "after the graph passes"))
+    console.print(_op_table(before, after))
+    console.print(_pass_table(reports, before.nodes, after.nodes))
+
+
+def _graph_options(model: Path | None, pipeline: Path | None, batch: str | None) -> tuple[GraphOptions, Path]:
+    preprocess, input_name = None, None
+    if pipeline is not None:
+        from edge_sdk.pipeline.config import load_pipeline
+
+        config = load_pipeline(pipeline)
+        model = model or config.model.path
+        input_name = config.model.input
+        preprocess = config.preprocess if getattr(config.preprocess, "fold", True) else None
+    if model is None:
+        raise ConfigError("inspect: expected a MODEL path or --pipeline PIPELINE.yaml, got neither")
+    return GraphOptions(preprocess=preprocess, input_name=input_name, batch=_parse_batch(batch)), model
+
+
+def _parse_batch(batch: str | None) -> int | Literal["keep"] | None:
+    if batch is None:
+        return "keep"
+    if batch.strip().lower() == "dynamic":
+        return None
+    try:
+        value = int(batch)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ConfigError(f"--batch: expected a positive integer or 'dynamic', got '{batch}'")
+    return value
+
+
+def _headline(summary: ModelSummary) -> str:
+    nested = f" (+{summary.subgraph_nodes} in subgraphs)" if summary.subgraph_nodes else ""
+    producer = f", producer {escape(summary.producer)}" if summary.producer else ""
+    return (
+        f"[bold]{escape(summary.name)}[/bold]: opset {summary.opset}, IR {summary.ir_version}{producer}, "
+        f"{summary.nodes} nodes{nested}, {summary.initializers} initializers "
+        f"({summary.initializer_bytes / 1e6:.1f} MB)"
+    )
+
+
+def _tensor_table(summary: ModelSummary, title: str) -> Table:
+    table = Table("", "name", "dtype", "shape", title=title)
+    for kind, metas in (("input", summary.inputs), ("output", summary.outputs)):
+        for meta in metas:
+            table.add_row(kind, escape(meta.name), meta.dtype.name, escape(_shape(meta)))
+    return table
+
+
+def _shape(meta: TensorMeta) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in meta.shape) + "]"
+
+
+def _op_table(before: ModelSummary, after: ModelSummary) -> Table:
+    table = Table("op", "count", "after passes", title="ops (main graph)")
+    for op in [*before.op_counts, *(op for op in after.op_counts if op not in before.op_counts)]:
+        old, new = before.op_counts.get(op, 0), after.op_counts.get(op, 0)
+        table.add_row(escape(op), str(old), str(new) if new == old else f"[bold]{new}[/bold]")
+    return table
+
+
+def _pass_table(reports: list[PassReport], nodes_before: int, nodes_after: int) -> Table:
+    table = Table(
+        "pass",
+        "nodes before",
+        "nodes after",
+        "ms",
+        "what changed",
+        title=f"graph passes: {nodes_before} -> {nodes_after} nodes",
+    )
+    for report in reports:
+        table.add_row(
+            report.name,
+            str(report.nodes_before),
+            str(report.nodes_after),
+            f"{report.seconds * 1000:.0f}",
+            escape(report.detail or "-"),
+        )
+    return table
