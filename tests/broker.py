@@ -189,6 +189,7 @@ class MosquittoBroker:
         passwords: Mapping[str, str] | None = None,
         acl: str | None = None,
         persistence: bool = False,
+        extra_config: str = "",
         binary: str | None = None,
     ):
         binary = binary or find_mosquitto()
@@ -205,7 +206,7 @@ class MosquittoBroker:
         self.config_file = folder / "mosquitto.conf"
         self._process: subprocess.Popen[bytes] | None = None
         self.config_file.write_text(
-            self._config(require_client_cert=require_client_cert, acl=acl, persistence=persistence)
+            self._config(require_client_cert=require_client_cert, acl=acl, persistence=persistence) + extra_config
         )
 
     def _config(self, *, require_client_cert: bool, acl: str | None, persistence: bool) -> str:

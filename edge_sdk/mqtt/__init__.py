@@ -1,4 +1,4 @@
-"""The SDK's one MQTT client (paho-mqtt 2.x underneath): settings, typed errors, connection state."""
+"""The SDK's one MQTT client (paho-mqtt 2.x underneath): settings, typed errors, connection state, disk spool."""
 
 from __future__ import annotations
 
@@ -11,11 +11,14 @@ from .errors import (
     NotConnectedError,
     PublishRejectedError,
     QueueFullError,
+    SpoolError,
+    SpoolFullError,
     SubscribeRejectedError,
     TlsHandshakeError,
 )
 from .messages import Message, MessageHandler, PublishResult
-from .settings import MqttProtocol, MqttSettings, ReconnectPolicy, TlsSettings, Will
+from .settings import MqttProtocol, MqttSettings, ReconnectPolicy, SpoolSettings, TlsSettings, Will
+from .spool import DiskSpool, SpooledMessage, SpoolStats
 from .state import ConnectionEvent, ConnectionListener, ConnectionState
 
 __all__ = [
@@ -25,6 +28,7 @@ __all__ = [
     "ConnectionEvent",
     "ConnectionListener",
     "ConnectionState",
+    "DiskSpool",
     "Message",
     "MessageHandler",
     "MqttClient",
@@ -36,6 +40,11 @@ __all__ = [
     "PublishResult",
     "QueueFullError",
     "ReconnectPolicy",
+    "SpoolError",
+    "SpoolFullError",
+    "SpoolSettings",
+    "SpoolStats",
+    "SpooledMessage",
     "SubscribeRejectedError",
     "TlsHandshakeError",
     "TlsSettings",

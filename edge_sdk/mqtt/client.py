@@ -4,19 +4,28 @@ paho's network loop runs in its background thread and reconnects by itself with 
 back-off. On top of it: a blocking connect that says *why* it failed (`connection`), publish and
 subscribe that wait for the broker's acknowledgement and raise typed errors carrying the reason
 code (`publishing`, `subscriptions`), re-subscription after a reconnect that lost the session, and
-an observable connection state (`state`). This module puts those pieces together.
+an observable connection state (`state`), and optionally a disk spool for messages published while
+the broker is unreachable (`spool`, `outbox`). This module puts those pieces together.
 """
 
 from __future__ import annotations
+
+import time
 
 import paho.mqtt.client as paho
 from paho.mqtt.reasoncodes import ReasonCode
 
 from .connection import Connection
+from .errors import NotConnectedError
 from .messages import MessageHandler, PublishResult
-from .publishing import Payload, Publisher, check_publish, publish_properties, wait_timeout
+from .outbox import Outbox
+from .publishing import Payload, Publisher, check_publish, payload_bytes, publish_properties, wait_timeout
 from .settings import MqttSettings
+from .spool import DiskSpool, SpooledMessage, SpoolStats
 from .subscriptions import Subscriptions
+
+REPLAY_WINDOW = 100
+"""Most spooled messages handed to paho and not yet acknowledged at any time."""
 
 
 class MqttClient(Connection):
@@ -24,12 +33,18 @@ class MqttClient(Connection):
 
     `max_queued` bounds the QoS>0 messages paho holds while they wait for the broker (also while
     reconnecting); beyond it publish() raises QueueFullError instead of growing memory. 0 = unbounded.
+
+    With `settings.spool`, messages published while the broker is unreachable go to that disk spool
+    instead (any QoS), bounded there, and are replayed in order once connected; the spool is opened
+    by connect()/start() and closed by disconnect(), and what is not yet delivered stays in it.
     """
 
     def __init__(self, settings: MqttSettings, max_queued: int = 0):
         super().__init__(settings, max_queued)
         self._publisher = Publisher(settings, max_queued)
         self._subscriptions = Subscriptions(settings)
+        self._outbox: Outbox | None = None
+        self._closed_spool_stats: SpoolStats | None = None
 
     def __enter__(self) -> MqttClient:
         self.connect()
@@ -43,9 +58,19 @@ class MqttClient(Connection):
         """Publishes the broker acknowledged with a failure reason code (MQTT v5), waited for or not."""
         return self._publisher.rejected
 
+    @property
+    def spool_stats(self) -> SpoolStats | None:
+        """The disk spool's counters (waiting, evicted, size on disk); None without a spool."""
+        outbox = self._outbox
+        return outbox.spool.stats() if outbox is not None else self._closed_spool_stats
+
     def flush(self, timeout: float) -> bool:
-        """Wait until every QoS>0 message handed to paho has been acknowledged; False after `timeout` seconds."""
-        return self._publisher.flush(timeout)
+        """Wait until every QoS>0 message handed to paho, and the spool, has been acknowledged; False after `timeout` s."""
+        deadline = time.monotonic() + timeout
+        outbox = self._outbox
+        if outbox is not None and not outbox.wait_drained(timeout):
+            return False
+        return self._publisher.flush(max(0.0, deadline - time.monotonic()))
 
     def publish(
         self,
@@ -63,12 +88,26 @@ class MqttClient(Connection):
         seconds, False returns once paho has the message. Raises PublishRejectedError with the PUBACK reason
         code (MQTT v5, e.g. 0x87 for a topic the ACL forbids), AckTimeoutError, QueueFullError, or
         NotConnectedError (QoS 0 is not queued while reconnecting; QoS>0 is).
+
+        With a spool, a message published while disconnected or while the spool is being replayed is
+        spooled instead and the call returns at once (`spooled=True`, whatever `wait` says); SpoolFullError
+        (a QueueFullError) when the spool cannot take it.
         """
         check_publish(topic, qos)
         client = self._live_client("publish")
         properties = publish_properties(self.settings, response_topic, correlation_data)
         timeout = wait_timeout(self.settings, wait)
-        return self._publisher.publish(client, topic, payload, qos, retain, timeout, properties)
+        outbox = self._outbox
+        if outbox is None:
+            return self._publisher.publish(client, topic, payload, qos, retain, timeout, properties)
+        message = SpooledMessage(topic, payload_bytes(payload), qos, retain, response_topic, correlation_data)
+        if outbox.admit(message):
+            return _SPOOLED
+        try:
+            return self._publisher.publish(client, topic, payload, qos, retain, timeout, properties)
+        except NotConnectedError:  # QoS 0 in the moment between losing the broker and hearing of it
+            outbox.spool_now(message)
+            return _SPOOLED
 
     def subscribe(self, topic_filter: str, handler: MessageHandler, qos: int = 1, timeout: float | None = None) -> int:
         """Subscribe and route matching messages to `handler` (called on paho's thread); returns the granted QoS.
@@ -89,7 +128,33 @@ class MqttClient(Connection):
         if known and client is not None and self.is_connected:
             client.unsubscribe(topic_filter)
 
-    # --- hooks (paho's thread) ---------------------------------------------------------------------
+    # --- hooks -------------------------------------------------------------------------------------
+
+    def _hook_opening(self) -> None:
+        self._publisher.reset()
+        spool = self.settings.spool
+        if spool is None or self._outbox is not None:
+            return
+        disk = DiskSpool(spool.path, spool.max_messages, spool.max_bytes, spool.durable)
+        window = min(REPLAY_WINDOW, self.max_queued) if self.max_queued else REPLAY_WINDOW
+        self._outbox = Outbox(disk, self._send_spooled, self._publisher.acks, window)
+
+    def _hook_closed(self) -> None:
+        with self._lock:
+            outbox, self._outbox = self._outbox, None
+        if outbox is not None:
+            outbox.close()
+            self._closed_spool_stats = outbox.spool.stats()
+            outbox.spool.close()
+
+    def _send_spooled(self, message: SpooledMessage) -> int | None:
+        with self._lock:
+            client = self._paho
+        return None if client is None else self._publisher.hand_over(client, message)
+
+    def _hook_connected(self) -> None:
+        if self._outbox is not None:
+            self._outbox.connection_up()
 
     def _hook_connack(self, client: paho.Client, session_present: bool) -> bool:
         # Subscriptions lost with the session are renewed first; the state turns CONNECTED when the
@@ -97,6 +162,8 @@ class MqttClient(Connection):
         return self._subscriptions.renew(client, session_present)
 
     def _hook_connection_lost(self) -> None:
+        if self._outbox is not None:
+            self._outbox.connection_down()
         self._publisher.connection_lost()
         self._subscriptions.connection_lost()
 
@@ -109,3 +176,6 @@ class MqttClient(Connection):
 
     def _hook_message(self, raw: paho.MQTTMessage) -> None:
         self._subscriptions.dispatch(raw)
+
+
+_SPOOLED = PublishResult(mid=0, queued=True, acknowledged=False, spooled=True)

@@ -48,3 +48,11 @@ class QueueFullError(MqttError):
 
 class AckTimeoutError(MqttError):
     """No acknowledgement arrived from the broker within the timeout."""
+
+
+class SpoolError(MqttError):
+    """The client's disk spool cannot be used (in use by another process, unreadable, not writable)."""
+
+
+class SpoolFullError(SpoolError, QueueFullError):
+    """The disk spool cannot take this message (larger than max_bytes, or the disk is full)."""

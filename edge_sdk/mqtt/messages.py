@@ -32,7 +32,9 @@ class PublishResult:
 
     `acknowledged` is True once the broker acknowledged it (QoS 1/2) or it was written to the socket (QoS 0);
     a publish made with wait=False returns before that, with acknowledged=False and `queued` saying whether
-    paho holds it (it does for QoS>0 even while reconnecting).
+    paho holds it (it does for QoS>0 even while reconnecting). With a disk spool configured, a message
+    published while the broker is away (or while earlier spooled messages are still being replayed) is
+    `spooled`: written to the spool and sent later, in order; it then has no message id yet (mid 0).
     """
 
     mid: int
@@ -40,3 +42,4 @@ class PublishResult:
     acknowledged: bool
     reason_code: int = 0
     reason: str = "Success"
+    spooled: bool = False

@@ -17,6 +17,7 @@ from .acks import AckBook
 from .errors import AckTimeoutError, NotConnectedError, PublishRejectedError, QueueFullError
 from .messages import PublishResult
 from .settings import MqttProtocol, MqttSettings
+from .spool import SpooledMessage
 
 log = logging.getLogger("edge_sdk.mqtt.client")
 
@@ -45,6 +46,15 @@ def publish_properties(
     if correlation_data is not None:
         properties.CorrelationData = correlation_data
     return properties
+
+
+def payload_bytes(payload: Payload) -> bytes:
+    """What paho would send for `payload`: str as UTF-8, None as empty."""
+    if payload is None:
+        return b""
+    if isinstance(payload, str):
+        return payload.encode("utf-8")
+    return bytes(payload)
 
 
 def wait_timeout(settings: MqttSettings, wait: bool | float) -> float | None:
@@ -114,6 +124,23 @@ class Publisher:
                 reason=str(reason),
             )
         return PublishResult(mid=info.mid, queued=True, acknowledged=True, reason_code=reason.value, reason=str(reason))
+
+    def hand_over(self, client: paho.Client, message: SpooledMessage) -> int | None:
+        """Give a spooled message to paho at QoS >= 1 (so it is acknowledged); its mid, or None if paho's queue is full.
+
+        The acknowledgement is left in `acks` for the caller to collect.
+        """
+        v5 = self.settings.protocol is MqttProtocol.V5
+        properties = publish_properties(self.settings, message.response_topic, message.correlation_data) if v5 else None
+        qos = max(message.qos, 1)
+        info = client.publish(message.topic, message.payload, qos=qos, retain=message.retain, properties=properties)
+        if info.rc == MQTTErrorCode.MQTT_ERR_QUEUE_SIZE:
+            return None
+        return info.mid
+
+    def reset(self) -> None:
+        """A new paho client is about to take over (its message ids start again)."""
+        self.acks.reset()
 
     def on_publish(self, mid: int, reason: ReasonCode) -> None:
         """PUBACK/PUBCOMP arrived, or a QoS 0 packet was written (paho's thread)."""

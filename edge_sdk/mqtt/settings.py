@@ -74,6 +74,31 @@ class ReconnectPolicy(BaseModel):
         return self
 
 
+class SpoolSettings(BaseModel):
+    """A disk spool for messages published while the broker is unreachable, replayed in order on reconnect."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: Path = Field(
+        description="SQLite file of the spool (its folder is created); one client per file. "
+        "Keep it on persistent storage, not /tmp, so spooled messages survive a restart."
+    )
+    max_messages: int = Field(
+        100_000, ge=1, description="Most messages kept; beyond it the oldest are evicted (and counted)."
+    )
+    max_bytes: int = Field(
+        64 * 2**20,
+        ge=1024,
+        description="Most bytes kept (topic + payload of every message); beyond it the oldest are evicted "
+        "(and counted). The file on disk is somewhat larger.",
+    )
+    durable: bool = Field(
+        False,
+        description="Flush every spooled message to the storage device (survives a power cut, slower); "
+        "otherwise spooled messages survive a crash of the process and a power cut may lose the newest.",
+    )
+
+
 class MqttSettings(BaseModel):
     """One broker connection. Passwords are never written here: name an environment variable or a file."""
 
@@ -109,6 +134,11 @@ class MqttSettings(BaseModel):
     )
     publish_timeout_s: float = Field(
         10.0, gt=0, description="How long publish(wait=True) and subscribe() wait for the broker's acknowledgement."
+    )
+    spool: SpoolSettings | None = Field(
+        None,
+        description="Keep messages published while the broker is unreachable in this disk spool and replay them "
+        "in order on reconnect; without it only QoS>0 messages wait, in memory (max_queued).",
     )
 
     @model_validator(mode="after")
