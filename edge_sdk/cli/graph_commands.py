@@ -59,7 +59,7 @@ def _graph_options(model: Path | None, pipeline: Path | None, batch: str | None)
         config = load_pipeline(pipeline)
         model = model or config.model.path
         input_name = config.model.input
-        preprocess = config.preprocess if getattr(config.preprocess, "fold", True) else None
+        preprocess = config.preprocess  # folded unless it says fold: false
     if model is None:
         raise ConfigError("inspect: expected a MODEL path or --pipeline PIPELINE.yaml, got neither")
     return GraphOptions(preprocess=preprocess, input_name=input_name, batch=_parse_batch(batch)), model

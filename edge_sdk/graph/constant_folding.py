@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import logging
 
 import numpy as np
 import onnx
@@ -12,6 +13,8 @@ from edge_sdk.errors import BackendUnavailableError
 
 from .graph_edit import constant_values, copy_model, node_count, opset_version, prune, subgraphs
 from .shape_inference import infer_shapes
+
+log = logging.getLogger(__name__)
 
 MAX_ELEMENTS = 1 << 22
 """Largest tensor (elements) folded, read or written: 16 MB of float32, e.g. a transposed FC weight,
@@ -44,10 +47,20 @@ class ConstantFolding:
     def apply(self, model: onnx.ModelProto) -> onnx.ModelProto:
         use_onnxscript = self.engine == "onnxscript" or (self.engine == "auto" and onnxscript_available())
         before = node_count(model)
+        folded, used = None, "onnx.reference"
         if use_onnxscript:
-            folded, used = self._with_onnxscript(model), "onnxscript"
-        else:
-            folded, used = self._with_reference(model), "onnx.reference"
+            try:
+                folded, used = self._with_onnxscript(model), "onnxscript"
+            except BackendUnavailableError:
+                raise
+            except Exception as exc:  # an onnxscript bug on an unusual graph should not fail a build
+                if self.engine == "onnxscript":
+                    raise
+                log.warning(
+                    "onnxscript constant folding failed (%s: %s); using onnx.reference", type(exc).__name__, exc
+                )
+        if folded is None:
+            folded = self._with_reference(model)
         removed = before - node_count(folded)
         self.detail = f"folded {removed} node{'s' if removed != 1 else ''} into initializers ({used})"
         return folded

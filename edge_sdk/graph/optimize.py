@@ -16,10 +16,11 @@ from .shape_inference import ShapeInference
 
 
 def graph_passes(model: onnx.ModelProto, options: GraphOptions) -> list[GraphPass]:
-    """preprocess folding (when asked) -> shape inference -> constant folding -> no-op removal ->
-    BatchNormalization folding -> batch size (unless "keep") -> shape inference."""
+    """preprocess folding (when options.preprocess is set and its `fold` is not false) -> shape
+    inference -> constant folding -> no-op removal -> BatchNormalization folding -> batch size
+    (unless "keep") -> shape inference."""
     passes: list[GraphPass] = []
-    if options.preprocess is not None:
+    if options.preprocess is not None and getattr(options.preprocess, "fold", True):
         from .preprocess_folding import PreprocessFolding
 
         passes.append(PreprocessFolding(options.preprocess, _input_name(model, options.input_name)))

@@ -7,16 +7,14 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from edge_sdk.graph import ConstantFolding
+from edge_sdk.graph import ConstantFolding, constant_folding
 
 from .helpers import assert_same_outputs, images, ops
 
 ENGINES = [
     pytest.param(
         "onnxscript",
-        marks=pytest.mark.skipif(
-            __import__("importlib.util").util.find_spec("onnxscript") is None, reason="onnxscript is not installed"
-        ),
+        marks=pytest.mark.skipif(not constant_folding.onnxscript_available(), reason="onnxscript is not installed"),
     ),
     "reference",
 ]
@@ -108,3 +106,16 @@ def test_constant_folding_when_the_result_is_over_the_size_limit_leaves_it(engin
 def test_constant_folding_when_engine_is_unknown_raises() -> None:
     with pytest.raises(ValueError, match="expected auto, onnxscript or reference"):
         ConstantFolding("tvm")
+
+
+def test_constant_folding_when_onnxscript_is_not_installed_falls_back_to_onnx_reference(
+    resnet: onnx.ModelProto, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given a host without onnxscript (it is optional)
+    monkeypatch.setattr(constant_folding, "onnxscript_available", lambda: False)
+    # when
+    folding = ConstantFolding()
+    folded = folding.apply(resnet)
+    # then
+    assert folding.detail.endswith("(onnx.reference)")
+    assert ops(folded)["Transpose"] == 0

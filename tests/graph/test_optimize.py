@@ -100,3 +100,10 @@ def test_graph_options_fingerprint_when_options_are_equal_is_equal_and_otherwise
 def test_graph_options_when_batch_is_invalid_raises_config_error(bad: object) -> None:
     with pytest.raises(ConfigError, match="expected a positive integer, None"):
         GraphOptions(batch=bad)  # type: ignore[arg-type]
+
+
+def test_optimize_graph_when_preprocess_says_fold_false_leaves_the_input_alone(resnet: onnx.ModelProto) -> None:
+    spec = PreprocessSpec(resize=(224, 224), layout="nchw", dtype="float32", fold=False)
+    optimized, reports = optimize_graph(resnet, GraphOptions(preprocess=spec))
+    assert [r.name for r in reports] == DEFAULT_PASSES
+    assert optimized.graph.input[0].name == "images"
