@@ -37,3 +37,119 @@ class SinkError(EdgeSDKError):
 
 class BrokerError(EdgeSDKError):
     """The MQTT broker refused or dropped the connection."""
+
+
+# Fleet (edge_sdk/fleet). Every refusal of a deployment has its own class and a stable `reason`
+# code, so a device can report why it refused without parsing the message.
+
+
+class FleetError(EdgeSDKError):
+    """A fleet manifest, key, artifact or transfer was refused or could not be handled."""
+
+    reason: str = "fleet-error"
+
+
+class ManifestError(FleetError):
+    """A deployment manifest was refused before anything was staged or activated."""
+
+    reason = "manifest-refused"
+
+
+class ManifestFormatError(ManifestError):
+    """The manifest (or its signed envelope) is not valid JSON of the expected shape."""
+
+    reason = "malformed"
+
+
+class ManifestTooLargeError(ManifestFormatError):
+    """The manifest payload is larger than the receiver accepts."""
+
+    reason = "oversized"
+
+
+class ManifestUnsignedError(ManifestError):
+    """A manifest arrived without a signature."""
+
+    reason = "unsigned"
+
+
+class ManifestUntrustedKeyError(ManifestError):
+    """The manifest is signed by a key this device does not trust."""
+
+    reason = "untrusted-key"
+
+
+class ManifestSignatureError(ManifestError):
+    """The signature does not match the manifest bytes: tampered with, or signed over other bytes."""
+
+    reason = "bad-signature"
+
+
+class ManifestExpiredError(ManifestError):
+    """The manifest's expiry time has passed."""
+
+    reason = "expired"
+
+
+class ManifestTargetError(ManifestError):
+    """The manifest's target selector does not select this device."""
+
+    reason = "wrong-target"
+
+
+class ManifestReplayError(ManifestError):
+    """The manifest's version is already active or was superseded here (a replayed manifest)."""
+
+    reason = "replay"
+
+
+class ManifestDowngradeError(ManifestError):
+    """The manifest's version is lower than the active one and it is not marked as a rollback."""
+
+    reason = "downgrade"
+
+
+class ManifestRollbackError(ManifestError):
+    """A rollback manifest names a version this device cannot roll back to."""
+
+    reason = "rollback-unavailable"
+
+
+class SigningKeyError(FleetError):
+    """A signing or trusted key file is missing, unreadable or not an Ed25519 key."""
+
+    reason = "bad-key"
+
+
+class ArtifactError(FleetError):
+    """An artifact cannot be stored, verified, found or activated."""
+
+    reason = "artifact-error"
+
+
+class ArtifactPathError(ArtifactError):
+    """An artifact name or a path in the store points outside the store."""
+
+    reason = "artifact-path"
+
+
+class ArtifactHashError(ArtifactError):
+    """An artifact's size or SHA-256 differs from the manifest's."""
+
+    reason = "artifact-hash"
+
+
+class ChunkError(FleetError):
+    """A chunk of an inline artifact transfer is malformed or does not belong to the transfer."""
+
+    reason = "bad-chunk"
+
+
+class ChunkCorruptError(ChunkError):
+    """A chunk's bytes do not match its SHA-256; the chunk is still missing and must be sent again."""
+
+    reason = "corrupt-chunk"
+
+    def __init__(self, message: str, index: int):
+        super().__init__(message)
+        self.index = index

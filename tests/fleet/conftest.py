@@ -1,0 +1,55 @@
+"""Real keys, real files and an artifact store, plus the deploy steps an agent runs with them."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from edge_sdk.fleet.manifest import DeploymentManifest, DeviceIdentity
+
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
+DEVICE = DeviceIdentity(device_id="box-17", profile="x86-cpu", labels={"site": "lyon", "line": "3"})
+
+
+def payload_for(version: int) -> bytes:
+    """Deterministic, version-specific artifact bytes (a few chunks' worth)."""
+    return hashlib.sha256(f"model v{version}".encode()).digest() * 100
+
+
+def manifest_data(version: int, **overrides: Any) -> dict[str, Any]:
+    """A valid manifest as JSON-ready data: one inline model artifact of 3,200 bytes."""
+    content = payload_for(version)
+    data: dict[str, Any] = {
+        "deployment_id": f"rollout-{version}",
+        "version": version,
+        "created_at": (NOW - timedelta(days=30) + timedelta(hours=version)).isoformat(),
+        "expires_at": (NOW + timedelta(days=7)).isoformat(),
+        "target": {"profiles": ["x86-cpu"], "labels": {"site": "lyon"}},
+        "artifacts": [
+            {
+                "name": "detector.onnx",
+                "kind": "model",
+                "size": len(content),
+                "sha256": hashlib.sha256(content).hexdigest(),
+                "source": {"type": "inline", "chunk_size": 1024, "chunk_count": -(-len(content) // 1024)},
+            }
+        ],
+    }
+    data.update(overrides)
+    return data
+
+
+def make_manifest(version: int, **overrides: Any) -> DeploymentManifest:
+    return DeploymentManifest.model_validate(manifest_data(version, **overrides))
+
+
+def flip_byte(data: bytes, index: int) -> bytes:
+    return data[:index] + bytes([data[index] ^ 0x01]) + data[index + 1 :]
+
+
+def write_random_file(path: Path, size: int) -> Path:
+    path.write_bytes(os.urandom(size))
+    return path
