@@ -8,6 +8,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from edge_sdk.fleet.artifacts import ArtifactStore
 from edge_sdk.fleet.manifest import DeploymentManifest, DeviceIdentity
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
@@ -53,3 +56,19 @@ def flip_byte(data: bytes, index: int) -> bytes:
 def write_random_file(path: Path, size: int) -> Path:
     path.write_bytes(os.urandom(size))
     return path
+
+
+# ---------------------------------------------------------------- the store
+
+
+def install(store: ArtifactStore, manifest: DeploymentManifest, signed: bytes | None = None) -> None:
+    """Stage, commit and activate `manifest` with the bytes `payload_for` makes."""
+    with store.stage(manifest, signed) as staging:
+        staging.add_bytes("detector.onnx", payload_for(manifest.version))
+        staging.commit()
+    store.activate(manifest.version, manifest)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> ArtifactStore:
+    return ArtifactStore(tmp_path / "store", keep=3)
