@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from edge_sdk.fleet.artifacts import ArtifactStore
 from edge_sdk.fleet.manifest import DeploymentManifest, DeviceIdentity
+from edge_sdk.fleet.signing import generate_signing_key, load_private_key, load_public_key, verify_manifest
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 DEVICE = DeviceIdentity(device_id="box-17", profile="x86-cpu", labels={"site": "lyon", "line": "3"})
@@ -72,3 +76,46 @@ def install(store: ArtifactStore, manifest: DeploymentManifest, signed: bytes | 
 @pytest.fixture
 def store(tmp_path: Path) -> ArtifactStore:
     return ArtifactStore(tmp_path / "store", keep=3)
+
+
+# ---------------------------------------------------------------- keys and the deploy path
+
+
+@dataclass(frozen=True)
+class Keys:
+    private: Ed25519PrivateKey
+    public: Ed25519PublicKey
+    folder: Path
+
+
+@pytest.fixture(scope="session")
+def operator_keys(tmp_path_factory: pytest.TempPathFactory) -> Keys:
+    folder = tmp_path_factory.mktemp("operator-keys")
+    files = generate_signing_key(folder)
+    return Keys(load_private_key(files.private_key), load_public_key(files.public_key), folder)
+
+
+@pytest.fixture(scope="session")
+def stranger_keys(tmp_path_factory: pytest.TempPathFactory) -> Keys:
+    folder = tmp_path_factory.mktemp("stranger-keys")
+    files = generate_signing_key(folder, name="stranger")
+    return Keys(load_private_key(files.private_key), load_public_key(files.public_key), folder)
+
+
+Deploy = Callable[[bytes], DeploymentManifest]
+
+
+@pytest.fixture
+def deploy(store: ArtifactStore, operator_keys: Keys) -> Deploy:
+    """The agent's deploy path in miniature: verify, stage, commit, activate (or, for a rollback, switch)."""
+
+    def run(signed: bytes) -> DeploymentManifest:
+        manifest = verify_manifest(signed, [operator_keys.public], DEVICE, NOW, store.version_state())
+        if manifest.rollback:
+            store.verify_version(manifest.version)
+            store.activate(manifest.version, manifest)
+        else:
+            install(store, manifest, signed)
+        return manifest
+
+    return run
