@@ -1,0 +1,78 @@
+"""`edge-sdk fleet keygen | sign`: the operator's signing key and signed deployment manifests."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+
+import click
+
+from edge_sdk.errors import ConfigError
+from edge_sdk.fleet.manifest import DEFAULT_MAX_MANIFEST_BYTES, DeploymentManifest, safe_artifact_name
+from edge_sdk.fleet.signing import generate_signing_key, load_private_key, sign_manifest
+from edge_sdk.yaml_model import load_yaml_model
+
+
+@click.group()
+def fleet() -> None:
+    """Fleet control: signing keys and signed deployment manifests."""
+
+
+@fleet.command("keygen")
+@click.option(
+    "--out", "out_dir", required=True, type=click.Path(path_type=Path, file_okay=False), help="Folder for the keys."
+)
+@click.option("--name", default="fleet-signing", show_default=True, help="File name stem of the key pair.")
+@click.option("--force", is_flag=True, help="Overwrite an existing key pair of that name.")
+def keygen(out_dir: Path, name: str, force: bool) -> None:
+    """Make an Ed25519 key pair: NAME.key (private, mode 0600) and NAME.pub (give this one to devices)."""
+    try:
+        safe_artifact_name(name)
+    except ValueError as exc:
+        raise ConfigError(f"--name: {exc}") from None
+    files = generate_signing_key(out_dir, name, overwrite=force)
+    click.echo(f"private key: {files.private_key} (keep it secret)")
+    click.echo(f"public key:  {files.public_key} (install on devices as a trusted key)")
+    click.echo(f"key id:      {files.key_id}")
+
+
+@fleet.command("sign")
+@click.argument("manifest_path", metavar="MANIFEST.yaml", type=click.Path(path_type=Path, dir_okay=False))
+@click.option(
+    "--key", "key_path", required=True, type=click.Path(path_type=Path, dir_okay=False), help="Private key file."
+)
+@click.option(
+    "--out",
+    "out_path",
+    required=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Signed manifest to write.",
+)
+def sign(manifest_path: Path, key_path: Path, out_path: Path) -> None:
+    """Check a deployment manifest (YAML) and write it signed, ready to send to devices."""
+    manifest = load_yaml_model(manifest_path, DeploymentManifest)
+    now = datetime.now(timezone.utc)
+    if manifest.is_expired(now):
+        raise ConfigError(
+            f"{manifest_path}: key 'expires_at': expected a time in the future, got {manifest.expires_at.isoformat()}"
+        )
+    size = len(manifest.canonical_json())
+    if size > DEFAULT_MAX_MANIFEST_BYTES:
+        raise ConfigError(f"{manifest_path}: expected at most {DEFAULT_MAX_MANIFEST_BYTES} bytes of JSON, got {size}")
+    signed = sign_manifest(manifest, load_private_key(key_path))
+    _write(out_path, signed.to_bytes())
+    click.echo(
+        f"signed deployment '{manifest.deployment_id}' version {manifest.version} with key {signed.key_id[:16]}… "
+        f"-> {out_path}"
+    )
+
+
+def _write(path: Path, data: bytes) -> None:
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        temp.write_bytes(data)
+        os.replace(temp, path)
+    except OSError as exc:
+        temp.unlink(missing_ok=True)
+        raise ConfigError(f"{path}: cannot write the signed manifest ({exc.strerror})") from None
