@@ -6,12 +6,15 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edge_sdk.precision import Precision
 
 from .model_file import ModelFile
 from .runner import EngineRunner
+
+if TYPE_CHECKING:
+    from .calibration.settings import Calibration
 
 BuildFacts = dict[str, Any]
 """What a build learned (providers used, node counts, layers on DLA, ...); kept in the manifest."""
@@ -29,8 +32,13 @@ class EngineBuilder(ABC):
         """Raise a clear error before any heavy work if these options cannot run on this host."""
 
     @abstractmethod
-    def build(self, model: ModelFile, options: Any, precision: Precision, out_dir: Path) -> BuildFacts:
-        """Write the engine artifact into `out_dir` and return what the build learned."""
+    def build(
+        self, model: ModelFile, options: Any, precision: Precision, out_dir: Path, calibration: Calibration | None
+    ) -> BuildFacts:
+        """Write the engine artifact into `out_dir` and return what the build learned.
+
+        `calibration` is given for int8 builds only: the data and settings to quantise with.
+        """
 
 
 RunnerFactory = Callable[[Path, Any, Precision], EngineRunner]

@@ -45,6 +45,7 @@ class EngineKey:
     device_identity: str
     precision: str
     input_shapes: str
+    graph_sha256: str | None = None
     calibration_sha256: str | None = None
 
     def digest(self) -> str:

@@ -6,6 +6,7 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from edge_sdk.errors import ConfigError
 from edge_sdk.precision import Precision
@@ -15,6 +16,16 @@ from .cache import CacheEntry, EngineCache, EngineKey, EntryReport
 from .model_file import ModelFile
 from .registry import BACKENDS, get_backend
 from .runner import EngineRunner
+from .tensor_meta import TensorMeta
+
+if TYPE_CHECKING:
+    from edge_sdk.graph.options import GraphOptions
+
+    from .calibration.settings import Calibration
+
+GRAPH_DIR = "graph"
+"""Holds the model after the SDK's graph passes (and folded preprocessing), under the user's file name
+so that backend errors name the model the user gave: what the backend built from."""
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +56,12 @@ class PreparedEngine:
             options = options.model_copy(update={"allow_spinning": False})
         return backend.runner(self.entry.directory, options, self.precision)
 
+    @property
+    def inputs(self) -> tuple[TensorMeta, ...]:
+        """The engine's inputs: the model's, unless the graph passes changed them (folded preprocessing)."""
+        graph_model = self.entry.directory / GRAPH_DIR / self.model.path.name
+        return ModelFile.load(graph_model).inputs if graph_model.is_file() else self.model.inputs
+
 
 def prepare_engine(
     model: Path | ModelFile,
@@ -52,11 +69,18 @@ def prepare_engine(
     precision: Precision | None = None,
     cache: EngineCache | None = None,
     facts: HostFacts | None = None,
+    *,
+    graph: GraphOptions | None = None,
+    calibration: Calibration | None = None,
 ) -> PreparedEngine:
     """Validate arguments, then return the cached engine for this key or build it.
 
     `model` is an ONNX path, or a `ModelFile` the caller already loaded (so it is not read twice).
+    `graph` says how the SDK's graph passes rewrite the model first (folded preprocessing, batch);
+    the defaults still run them. `calibration` is required for int8 and ignored otherwise.
     """
+    from edge_sdk.graph.options import GraphOptions
+
     started = time.perf_counter()
     precision = precision or profile.default_precision
     if precision not in profile.precisions:
@@ -66,6 +90,11 @@ def prepare_engine(
     backend = get_backend(profile.engine.backend)
     builder = backend.builder()
     builder.check(profile.engine, precision)
+    if precision == "int8" and calibration is None:
+        raise ConfigError("precision int8 needs calibration data (edge-sdk build --calib DATA)")
+    if precision != "int8":
+        calibration = None
+    graph = graph or GraphOptions()
     model = model if isinstance(model, ModelFile) else ModelFile.load(model)
     cache = cache or EngineCache()
     key = EngineKey(
@@ -77,16 +106,36 @@ def prepare_engine(
         device_identity=(facts or HostProbe().facts()).device_identity(),
         precision=precision,
         input_shapes=";".join(meta.describe() for meta in model.inputs),
+        graph_sha256=graph.fingerprint(),
+        calibration_sha256=calibration.fingerprint() if calibration else None,
     )
 
     def build(out_dir: Path) -> dict[str, object]:
         log.info("building %s engine for %s (%s, %s)", backend.name, model.path.name, profile.name, precision)
         model.check()
-        build_facts = builder.build(model, profile.engine, precision, out_dir)
-        return {"model_path": str(model.path.resolve()), **build_facts}
+        graph_model, graph_facts = _apply_graph_passes(model, graph, out_dir / GRAPH_DIR / model.path.name)
+        build_facts = builder.build(graph_model, profile.engine, precision, out_dir, calibration)
+        return {"model_path": str(model.path.resolve()), "graph_passes": graph_facts, **build_facts}
 
     entry, built = cache.get_or_build(key, build)
     return PreparedEngine(entry, model, profile, precision, built, time.perf_counter() - started)
+
+
+def _apply_graph_passes(
+    model: ModelFile, graph: GraphOptions, destination: Path
+) -> tuple[ModelFile, list[dict[str, object]]]:
+    import onnx
+
+    from edge_sdk.graph.optimize import optimize_graph
+
+    optimized, reports = optimize_graph(onnx.load(str(model.path)), graph)
+    destination.parent.mkdir()
+    onnx.save(optimized, str(destination))
+    for report in reports:
+        log.debug(
+            "graph pass %s: %d -> %d nodes %s", report.name, report.nodes_before, report.nodes_after, report.detail
+        )
+    return ModelFile.load(destination), [report.to_dict() for report in reports]
 
 
 def verify_cache(cache: EngineCache) -> list[EntryReport]:

@@ -21,6 +21,7 @@ import pytest
 from edge_sdk.engines.cache import EngineCache, EngineKey
 from edge_sdk.engines.engine import PreparedEngine, prepare_engine, verify_cache
 from edge_sdk.errors import EdgeSDKError, EngineCacheError
+from edge_sdk.graph.options import GraphOptions
 from edge_sdk.profiles import DeviceProfile, HostFacts
 
 from .helpers import race_to_build, snapshot
@@ -160,6 +161,7 @@ def test_manifest_when_entry_is_built_records_the_key_the_files_and_the_build_fa
         "device_identity": host_facts.device_identity(),
         "precision": "fp32",
         "input_shapes": "images: float32[?x3x8x8]",
+        "graph_sha256": GraphOptions().fingerprint(),
         "calibration_sha256": None,
     }, "the manifest key must name the model, profile, backend, device, precision and input shapes"
     assert manifest["digest"] == entry.name, "the entry directory must be named after the key's digest"
@@ -188,6 +190,7 @@ def test_manifest_when_entry_is_built_records_the_key_the_files_and_the_build_fa
         ("device_identity", "arch=x86_64;cpu=Other CPU;cpu_flags=0123456789ab"),
         ("precision", "fp16"),
         ("input_shapes", "images: float32[1x3x8x8]"),
+        ("graph_sha256", "f" * 64),
         ("calibration_sha256", "e" * 64),
     ],
 )

@@ -256,7 +256,7 @@ def test_prepare_engine_when_provider_is_missing_fails_before_writing_to_the_cac
     assert not engine_cache.root.exists() or not any(engine_cache.root.iterdir()), "the cache must stay empty"
 
 
-@pytest.mark.parametrize("precision", ["int8", "fp16"])
+@pytest.mark.parametrize("precision", ["fp16"])
 def test_prepare_engine_when_precision_is_not_in_the_profile_raises_config_error_naming_them(
     precision: str, cpu_profile: DeviceProfile, demo_model: Path, engine_cache: EngineCache, host_facts: HostFacts
 ) -> None:
