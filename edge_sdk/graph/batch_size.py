@@ -107,6 +107,9 @@ def _dims(info: onnx.ValueInfoProto) -> list[onnx.TensorShapeProto.Dimension]:
 
 
 def _same(a: onnx.TensorShapeProto.Dimension, b: onnx.TensorShapeProto.Dimension) -> bool:
+    """Equal sizes, equal symbols, or both unknown (an exporter that names nothing)."""
+    if not any(d.HasField(f) for d in (a, b) for f in ("dim_value", "dim_param")):
+        return True
     if a.HasField("dim_value") and b.HasField("dim_value"):
         return a.dim_value == b.dim_value
     return a.HasField("dim_param") and b.HasField("dim_param") and a.dim_param == b.dim_param

@@ -87,3 +87,13 @@ def test_batch_size_when_reshape_hard_codes_batch_1_refuses_with_model_error(tmp
 def test_batch_size_when_not_a_positive_integer_raises(bad: object) -> None:
     with pytest.raises(ModelError, match="expected a positive integer or None"):
         BatchSize(bad)  # type: ignore[arg-type]
+
+
+def test_batch_size_when_batch_axis_has_no_name_sets_it(resnet: onnx.ModelProto) -> None:
+    # given an exporter that left axis 0 of the input and output without a size or a name
+    unnamed = onnx.ModelProto()
+    unnamed.CopyFrom(resnet)
+    for info in (unnamed.graph.input[0], unnamed.graph.output[0]):
+        info.type.tensor_type.shape.dim[0].Clear()
+    # when / then
+    assert _batch_dims(BatchSize(2).apply(unnamed)) == [2, 2]
