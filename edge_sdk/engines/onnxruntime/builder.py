@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from edge_sdk.errors import EngineBuildError
+from edge_sdk.errors import ConfigError, EngineBuildError
 from edge_sdk.precision import Precision
 
 from ..backend import BuildFacts, EngineBuilder
@@ -16,7 +16,12 @@ from .library import import_onnxruntime
 from .options import OnnxRuntimeOptions
 from .session import check_providers, provider_list, session_options
 
+if TYPE_CHECKING:
+    from ..calibration.settings import Calibration
+
 OPTIMIZED_MODEL = "model.optimized.onnx"
+INT8_MODEL = "model.int8.onnx"
+"""The quantised (QDQ) model that passed the accuracy gate; ONNX Runtime optimises it into OPTIMIZED_MODEL."""
 SESSION_FILE = "session.json"
 
 
@@ -27,14 +32,29 @@ class OnnxRuntimeBuilder(EngineBuilder):
     def check(self, options: OnnxRuntimeOptions, precision: Precision) -> None:
         check_providers(options, precision)
 
-    def build(self, model: ModelFile, options: OnnxRuntimeOptions, precision: Precision, out_dir: Path) -> BuildFacts:
+    def build(
+        self,
+        model: ModelFile,
+        options: OnnxRuntimeOptions,
+        precision: Precision,
+        out_dir: Path,
+        calibration: Calibration | None,
+    ) -> BuildFacts:
         ort = import_onnxruntime()
+        source, int8_facts = model.path, None
+        if precision == "int8":
+            if calibration is None:
+                raise ConfigError("precision int8 needs calibration data (edge-sdk build --calib DATA)")
+            from .int8 import build_int8_model
+
+            source = out_dir / INT8_MODEL
+            int8_facts = build_int8_model(model, calibration, options, source)
         so = session_options(options, options.graph_optimization)
         so.optimized_model_filepath = str(out_dir / OPTIMIZED_MODEL)
         providers = provider_list(options, precision, out_dir)
         started = time.perf_counter()
         try:
-            session = ort.InferenceSession(str(model.path), so, providers=providers)
+            session = ort.InferenceSession(str(source), so, providers=providers)
         except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph/RuntimeException types
             raise EngineBuildError(f"ONNX Runtime could not build {model.path.name}: {_first_line(exc)}") from None
         seconds = time.perf_counter() - started
@@ -49,6 +69,7 @@ class OnnxRuntimeBuilder(EngineBuilder):
             "optimize_seconds": round(seconds, 3),
             "nodes_before": _node_count(model.path),
             "nodes_after": _node_count(out_dir / OPTIMIZED_MODEL),
+            **({"int8": int8_facts} if int8_facts is not None else {}),
         }
 
 

@@ -17,6 +17,9 @@ OPTIMIZATION_LEVELS = {"basic": "ORT_ENABLE_BASIC", "extended": "ORT_ENABLE_EXTE
 # inside our cache entry, so one key covers both.
 PROVIDER_CACHE_DIR = "provider_cache"
 
+# Providers that run the QDQ models an int8 build writes (TensorRT takes its int8 scales from the Q/DQ nodes).
+INT8_PROVIDERS = frozenset({"cpu", "xnnpack", "tensorrt", "openvino"})
+
 
 def provider_list(
     options: OnnxRuntimeOptions, precision: Precision, entry_dir: Path
@@ -45,10 +48,10 @@ def check_providers(options: OnnxRuntimeOptions, precision: Precision) -> None:
     cpu_openvino = [p for p in options.execution_providers if p.type == "openvino" and p.device_type.startswith("CPU")]
     if precision == "fp16" and cpu_openvino:
         raise ConfigError("OpenVINO on the CPU runs FP32 only; use precision fp32 or device_type GPU/NPU")
-    if precision == "int8":
+    if precision == "int8" and not types & INT8_PROVIDERS:
         raise ConfigError(
-            "precision int8 needs a quantised engine built from calibration data, which this SDK version "
-            "does not build yet; use fp32 or fp16"
+            f"precision int8 runs quantised (QDQ) models on the {', '.join(sorted(INT8_PROVIDERS))} execution "
+            f"providers, got {sorted(types)}"
         )
 
 

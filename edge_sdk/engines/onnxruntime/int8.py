@@ -1,0 +1,155 @@
+"""The INT8 build on ONNX Runtime: calibrate, quantise, check against FP32 on held-out data, then keep or refuse.
+
+On a failed accuracy gate the build stops with a report, or (fallback: mixed) asks the mixed-precision
+search which layers to keep in float until the gate passes.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from edge_sdk.errors import EngineBuildError
+from edge_sdk.precision import Precision
+
+from ..accuracy import AccuracyGate, AccuracyReport, compare_outputs, run_samples
+from ..calibration.reader import SampleSet
+from ..calibration.settings import Calibration
+from ..model_file import ModelFile
+from .library import import_onnxruntime
+from .options import OnnxRuntimeOptions
+from .quantize import (
+    calibrate,
+    count_int8_nodes,
+    prepare_for_quantization,
+    quantizable_nodes,
+    quantize_with_ranges,
+    resolve_reduce_range,
+)
+from .session import provider_list, session_options
+
+log = logging.getLogger(__name__)
+
+NAMES = ("FP32", "INT8")
+
+
+@dataclass(frozen=True)
+class Int8Result:
+    model: onnx.ModelProto
+    excluded_nodes: tuple[str, ...]
+    report: AccuracyReport
+    search: dict[str, Any] | None = None
+    """How the mixed-precision search got there (steps, most sensitive layers), when it ran."""
+
+
+def build_int8_model(
+    model: ModelFile, calibration: Calibration, options: OnnxRuntimeOptions, out_path: Path
+) -> dict[str, Any]:
+    """Write the quantised model that passed the gate to `out_path`; return the facts for the manifest."""
+    settings = calibration.settings
+    started = time.perf_counter()
+    samples = SampleSet.from_reader(calibration.reader, model.inputs, settings.max_samples)
+    calibration_set, held_out = samples.split(settings.holdout_every)
+    read_seconds = time.perf_counter() - started
+    gate = AccuracyGate.from_settings(settings)
+    with tempfile.TemporaryDirectory(prefix="edge-sdk-int8-") as tmp:
+        workdir = Path(tmp)
+        prepared = prepare_for_quantization(model.path, workdir / "model.prepared.onnx")
+        candidates = len(quantizable_nodes(prepared))
+        started = time.perf_counter()
+        ranges = calibrate(prepared, calibration_set, settings)
+        calibrate_seconds = time.perf_counter() - started
+        reference = run_samples(_session(model.path, options, "fp32", workdir), held_out)
+        quantized = quantize_with_ranges(prepared, ranges, settings)
+        report = compare_outputs(
+            reference, _run(quantized, options, workdir, held_out), calibration.task, held_out.labels
+        )
+        log.info("int8 vs fp32 on held-out data: %s", report.summary())
+        result = Int8Result(quantized, (), report)
+        failures = gate.failures(report, names=NAMES)
+        if failures and settings.fallback == "mixed":
+            result = _mixed_precision(prepared, ranges, calibration, held_out, reference, gate)
+            failures = gate.failures(result.report, names=NAMES)
+        if failures:
+            raise EngineBuildError(_failure_paragraph(model, calibration, held_out, result, failures))
+        onnx.save(result.model, str(out_path))
+    return {
+        "method": settings.method,
+        **({"percentile": settings.percentile} if settings.method == "percentile" else {}),
+        "format": "QDQ",
+        "per_channel": settings.per_channel,
+        "activation_type": settings.activation_type,
+        "weight_type": settings.weight_type,
+        "activation_symmetric": settings.activation_symmetric,
+        "reduce_range": resolve_reduce_range(settings),
+        "calibration_data": calibration.reader.description,
+        "task": calibration.task.kind,
+        "samples": {"calibration": len(calibration_set), "held_out": len(held_out)},
+        "quantizable_nodes": candidates,
+        "int8_nodes": count_int8_nodes(result.model),
+        "excluded_nodes": list(result.excluded_nodes),
+        "fallback": settings.fallback,
+        "gate": {"max_accuracy_drop": settings.max_accuracy_drop, "min_cosine": settings.min_cosine},
+        "accuracy": result.report.to_dict(),
+        **({"mixed_precision": result.search} if result.search is not None else {}),
+        "read_seconds": round(read_seconds, 3),
+        "calibrate_seconds": round(calibrate_seconds, 3),
+    }
+
+
+def _mixed_precision(
+    prepared: Path,
+    ranges: Any,
+    calibration: Calibration,
+    held_out: SampleSet,
+    reference: list[dict[str, Any]],
+    gate: AccuracyGate,
+) -> Int8Result:
+    from ..mixed_precision import search_mixed_precision
+
+    log.info("int8 gate failed; searching for layers to keep in float")
+    found = search_mixed_precision(
+        prepared, ranges, calibration.settings, held_out.samples, reference, calibration.task, held_out.labels, gate
+    )
+    search = found.to_dict() if hasattr(found, "to_dict") else None
+    return Int8Result(found.model, tuple(found.excluded_nodes), found.report, search)
+
+
+def _failure_paragraph(
+    model: ModelFile, calibration: Calibration, held_out: SampleSet, result: Int8Result, failures: list[str]
+) -> str:
+    kept = f" even with {len(result.excluded_nodes)} layers kept in float" if result.excluded_nodes else ""
+    advice = (
+        "loosen the gate (--max-drop, --min-cosine), try another --calib-method or more calibration data"
+        if result.excluded_nodes
+        else "loosen the gate (--max-drop, --min-cosine), try another --calib-method, or let the build keep "
+        "the most sensitive layers in float (--fallback mixed)"
+    )
+    return (
+        f"the INT8 engine failed the accuracy gate{kept} on {len(held_out)} held-out samples of "
+        f"{calibration.reader.description}: {'; '.join(failures)}. Measured: {result.report.summary()}. "
+        f"To build anyway, {advice}."
+    )
+
+
+def _session(model: Path | bytes, options: OnnxRuntimeOptions, precision: Precision, workdir: Path) -> Any:
+    ort = import_onnxruntime()
+    so = session_options(options, options.graph_optimization)
+    providers = provider_list(options, precision, workdir)
+    source = str(model) if isinstance(model, Path) else model
+    try:
+        return ort.InferenceSession(source, so, providers=providers)
+    except Exception as exc:  # onnxruntime's own exception types
+        raise EngineBuildError(f"ONNX Runtime could not load the {precision} model: {str(exc).strip()[:300]}") from None
+
+
+def _run(
+    model: onnx.ModelProto, options: OnnxRuntimeOptions, workdir: Path, samples: SampleSet
+) -> list[dict[str, Any]]:
+    return run_samples(_session(model.SerializeToString(), options, "int8", workdir), samples)
