@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from edge_sdk.engines.calibration.settings import Int8Settings
 from edge_sdk.engines.onnxruntime.options import OnnxRuntimeOptions
 from edge_sdk.precision import Precision
 
@@ -63,6 +64,11 @@ class DeviceProfile(BaseModel):
     precisions: list[Precision] = Field(min_length=1, description="Precisions engines may be built in.")
     default_precision: Precision = Field(description="Precision used when none is asked for.")
     engine: EngineOptions = Field(description="Backend and its options, keyed on `backend:`.")
+    int8: Int8Settings | None = Field(
+        None,
+        description="How int8 engines are calibrated, quantised and checked on this box (the build's flags "
+        "override); null = the defaults.",
+    )
 
     @field_validator("default_precision")
     @classmethod
