@@ -13,6 +13,8 @@ from edge_sdk.errors import EdgeSDKError
 
 from .context import CliContext
 from .engine_commands import bench, build, cache
+from .fleet_keys_commands import fleet
+from .graph_commands import inspect
 from .pipeline_commands import run
 from .profile_commands import profiles
 from .system_commands import doctor, schema
@@ -40,7 +42,7 @@ def cli(ctx: click.Context, debug: bool, profile_dir: Path | None, cache_dir: Pa
     ctx.obj = CliContext(profile_dir=profile_dir, cache_dir=cache_dir)
 
 
-for command in (profiles, build, cache, bench, run, doctor, schema):
+for command in (profiles, build, cache, bench, inspect, run, doctor, schema, fleet):
     cli.add_command(command)
 
 
