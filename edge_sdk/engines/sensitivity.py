@@ -1,0 +1,266 @@
+"""Per-layer INT8 sensitivity: quantise one layer alone, measure what the model loses against FP32.
+
+Ranges are calibrated once; each candidate layer then costs one quantisation pass, one ONNX Runtime
+session and one run over the held-out samples, so a detector of ~90 convolutions takes a minute or two.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from edge_sdk.errors import ConfigError
+
+from .accuracy import AccuracyReport, compare_outputs, run_samples
+
+if TYPE_CHECKING:
+    import onnx
+
+    from .calibration import Int8Settings, SampleSet, TaskSpec
+    from .onnxruntime.quantize import TensorRanges
+    from .range_check import RangeWarning
+
+log = logging.getLogger(__name__)
+
+Feed = dict[str, np.ndarray]
+Progress = Callable[[int, int, str], None]
+"""Called as (done, total, node) after each layer."""
+
+
+@dataclass(frozen=True)
+class LayerSensitivity:
+    """What quantising `node` alone costs: `metric_drop` in the units of `metric` (higher = worse)."""
+
+    node: str
+    op_type: str
+    metric_drop: float
+    cosine: float
+    """The lowest cosine similarity with FP32 over the model's outputs."""
+    metric: str
+    score_drift: float | None = None
+    """Detection only: mean score change of the boxes that still match (raw detection outputs, sorted by
+    NMS, make the cosine meaningless there)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "node": self.node,
+            "op_type": self.op_type,
+            "metric_drop": round(self.metric_drop, 6),
+            "cosine": round(self.cosine, 6),
+            "score_drift": None if self.score_drift is None else round(self.score_drift, 6),
+            "metric": self.metric,
+        }
+
+
+def drop_metric(report: AccuracyReport, task: TaskSpec) -> tuple[float, str]:
+    """One number for 'how much worse' and its name, chosen by what the report can measure.
+
+    Classification with labels: accuracy points lost; without labels: top-1 disagreement in points;
+    detection: boxes that no longer match, in points; anything else: 1 - the lowest output cosine.
+    """
+    if task.kind == "classification":
+        if report.reference_accuracy is not None and report.candidate_accuracy is not None:
+            return _points(report.reference_accuracy - report.candidate_accuracy), "accuracy drop (points)"
+        if report.top1_agreement is not None:
+            return _points(1.0 - report.top1_agreement), "top-1 disagreement (points)"
+    if task.kind == "detection" and report.matched_boxes is not None:
+        return _points(1.0 - report.matched_boxes), "unmatched boxes (points)"
+    return 1.0 - lowest_cosine(report), "1 - cosine"
+
+
+def drop_metric_name(task: TaskSpec, labels: np.ndarray | None) -> str:
+    """The name `drop_metric` gives its number for this task, known before any report."""
+    if task.kind == "classification":
+        return "accuracy drop (points)" if labels is not None else "top-1 disagreement (points)"
+    return "unmatched boxes (points)" if task.kind == "detection" else "1 - cosine"
+
+
+def lowest_cosine(report: AccuracyReport) -> float:
+    return min((drift.cosine for drift in report.outputs), default=1.0)
+
+
+def _points(fraction: float) -> float:
+    return round(100.0 * fraction, 6)
+
+
+def rank_layers(
+    model_path: Path,
+    ranges: TensorRanges,
+    settings: Int8Settings,
+    held_out: Sequence[Feed],
+    reference_outputs: Sequence[Feed],
+    task: TaskSpec,
+    labels: np.ndarray | None = None,
+    *,
+    nodes: Sequence[str] | None = None,
+    progress: Progress | None = None,
+) -> list[LayerSensitivity]:
+    """Sensitivity of each node that quantises on its own (or of `nodes`), most sensitive first."""
+    import onnx
+
+    from .onnxruntime.quantize import quantize_with_ranges
+
+    if len(held_out) != len(reference_outputs):
+        raise ConfigError(
+            f"expected one reference output per held-out sample, got {len(reference_outputs)} for {len(held_out)}"
+        )
+    if not held_out:
+        raise ConfigError("expected held-out samples to measure sensitivity on, got none")
+    model = onnx.load(str(model_path))
+    op_types = {node.name: node.op_type for node in model.graph.node}
+    candidates = list(nodes) if nodes is not None else standalone_nodes(model)
+    unknown = [name for name in candidates if name not in op_types]
+    if unknown:
+        raise ConfigError(f"expected nodes of {model_path.name}, got unknown names {unknown[:5]}")
+    scored = []
+    for index, node in enumerate(candidates, start=1):
+        quantized = quantize_with_ranges(model_path, ranges, settings, only_nodes=[node])
+        if _has_quantization(quantized):
+            report = evaluate_model(quantized, held_out, reference_outputs, task, labels)
+            drop, metric = drop_metric(report, task)
+            layer = LayerSensitivity(node, op_types[node], drop, lowest_cosine(report), metric, report.score_drift)
+            scored.append((layer, _tiebreak(report)))
+        else:  # e.g. a ReLU whose input is float: nothing to measure
+            unchanged = 0.0 if task.kind == "detection" else None
+            layer = LayerSensitivity(node, op_types[node], 0.0, 1.0, drop_metric_name(task, labels), unchanged)
+            scored.append((layer, 0.0))
+        log.debug("sensitivity %s: %s %.4f, cosine %.6f", node, metric, drop, layer.cosine)
+        if progress is not None:
+            progress(index, len(candidates), node)
+    scored.sort(key=lambda pair: (-pair[0].metric_drop, -pair[1]))
+    return [layer for layer, _ in scored]
+
+
+def standalone_nodes(model: onnx.ModelProto) -> list[str]:
+    """Quantisable nodes that quantise their own inputs, in graph order.
+
+    ONNX Runtime puts pass-through ops (ReLU, Clip, Reshape, Transpose, MaxPool, Resize, ...) in 8 bits
+    only when their input already is: alone they change nothing, and with a neighbour they follow it. So
+    they are neither ranked nor excluded on their own.
+    """
+    from .onnxruntime.quantize import quantizable_nodes
+
+    pass_through = _pass_through_op_types()
+    op_types = {node.name: node.op_type for node in model.graph.node}
+    return [name for name in quantizable_nodes(model) if op_types.get(name) not in pass_through]
+
+
+def _pass_through_op_types() -> frozenset[str]:
+    from onnxruntime.quantization.operators.activation import QDQRemovableActivation
+    from onnxruntime.quantization.operators.direct_q8 import QDQDirect8BitOp
+    from onnxruntime.quantization.registry import QDQRegistry
+
+    return frozenset(
+        op for op, kind in QDQRegistry.items() if issubclass(kind, QDQDirect8BitOp | QDQRemovableActivation)
+    )
+
+
+def _has_quantization(model: onnx.ModelProto) -> bool:
+    return any(node.op_type in ("QuantizeLinear", "DequantizeLinear") for node in model.graph.node)
+
+
+def _tiebreak(report: AccuracyReport) -> float:
+    """Orders layers of equal drop (common: a few held-out samples rarely flip a class): detection by
+    score drift of matched boxes, anything else by how far the outputs moved (1 - cosine)."""
+    if report.task == "detection" and report.score_drift is not None:
+        return report.score_drift
+    return 1.0 - lowest_cosine(report)
+
+
+def evaluate_model(
+    model: onnx.ModelProto,
+    held_out: Sequence[Feed],
+    reference_outputs: Sequence[Feed],
+    task: TaskSpec,
+    labels: np.ndarray | None,
+) -> AccuracyReport:
+    """Run an in-memory model on the held-out samples (one session) and compare it with the reference."""
+    session = cpu_session(model)
+    return compare_outputs(reference_outputs, run_samples(session, held_out), task, labels)
+
+
+def cpu_session(model: onnx.ModelProto | Path) -> Any:
+    """An ONNX Runtime CPU session with full graph optimisation, so QDQ pairs run as the int8 kernels
+    a deployed engine uses (not as float fake-quantisation)."""
+    from .onnxruntime.library import import_onnxruntime
+
+    ort = import_onnxruntime()
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    source = str(model) if isinstance(model, Path) else model.SerializeToString()
+    return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+
+
+@dataclass(frozen=True)
+class SensitivityAnalysis:
+    """The ranking, what the fully quantised model loses, and the range check of the same calibration."""
+
+    layers: list[LayerSensitivity]
+    full_int8: AccuracyReport
+    full_int8_drop: float
+    metric: str
+    range_warnings: list[RangeWarning]
+    calibration_samples: int
+    held_out_samples: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "metric": self.metric,
+            "calibration_samples": self.calibration_samples,
+            "held_out_samples": self.held_out_samples,
+            "full_int8": {"metric_drop": self.full_int8_drop, "report": self.full_int8.to_dict()},
+            "layers": [layer.to_dict() for layer in self.layers],
+            "range_warnings": [warning.to_dict() for warning in self.range_warnings],
+        }
+
+
+def analyse_sensitivity(
+    model_path: Path,
+    samples: SampleSet,
+    settings: Int8Settings,
+    task: TaskSpec,
+    *,
+    nodes: Sequence[str] | None = None,
+    progress: Progress | None = None,
+) -> SensitivityAnalysis:
+    """Split the samples, calibrate once, rank every layer, measure the fully quantised model, check ranges.
+
+    Layer names are those of the model prepared for quantisation (shape inference, BatchNormalization
+    folded, every node named): the names a build's `excluded_nodes` use.
+    """
+    from .onnxruntime.quantize import calibrate, prepare_for_quantization, quantize_with_ranges
+    from .range_check import range_warnings
+
+    calibration, held_out = samples.split(settings.holdout_every)
+    held_feeds = list(held_out)
+    with tempfile.TemporaryDirectory(prefix="edge-sdk-sensitivity-") as tmp:
+        prepared = prepare_for_quantization(model_path, Path(tmp) / "model.prepared.onnx")
+        ranges = calibrate(prepared, calibration, settings)
+        reference = run_samples(cpu_session(model_path), held_feeds)
+        layers = rank_layers(
+            prepared, ranges, settings, held_feeds, reference, task, held_out.labels, nodes=nodes, progress=progress
+        )
+        full_model = quantize_with_ranges(prepared, ranges, settings)
+        full = evaluate_model(full_model, held_feeds, reference, task, held_out.labels)
+        warnings = range_warnings(prepared, ranges, calibration)
+    full_drop, metric = drop_metric(full, task)
+    return SensitivityAnalysis(layers, full, full_drop, metric, warnings, len(calibration), len(held_out))
+
+
+def layer_sensitivity(
+    model_path: Path,
+    samples: SampleSet,
+    settings: Int8Settings,
+    task: TaskSpec,
+    labels: np.ndarray | None = None,
+) -> list[LayerSensitivity]:
+    """The ranking alone (see `analyse_sensitivity`); `labels` override those the samples carry."""
+    if labels is not None:
+        samples = replace(samples, labels=np.asarray(labels))
+    return analyse_sensitivity(model_path, samples, settings, task).layers
