@@ -1,0 +1,106 @@
+"""Mixed precision: the most sensitive layers stay float until the accuracy gate passes (real ONNX Runtime)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edge_sdk.engines.accuracy import AccuracyGate, AccuracyReport, run_samples
+from edge_sdk.engines.calibration import Int8Settings, SampleSet, TaskSpec
+from edge_sdk.engines.mixed_precision import search_mixed_precision
+from edge_sdk.engines.onnxruntime.quantize import TensorRanges, calibrate, prepare_for_quantization
+from edge_sdk.engines.sensitivity import LayerSensitivity, cpu_session, evaluate_model
+from edge_sdk.errors import EngineBuildError
+
+from .int8_models import SENSITIVE_NODE, labelled_samples, outlier_cnn
+
+SETTINGS = Int8Settings()
+TASK = TaskSpec(kind="classification")
+GATE = AccuracyGate(max_accuracy_drop=1.0, min_cosine=0.99)
+
+
+@dataclass(frozen=True)
+class Setup:
+    model: Path
+    ranges: TensorRanges
+    held_out: SampleSet
+    reference: list[dict[str, np.ndarray]]
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory) -> Setup:
+    folder = tmp_path_factory.mktemp("mixed")
+    model = outlier_cnn(folder / "outlier_cnn.onnx")
+    samples, labels = labelled_samples(model)
+    calibration, held_out = SampleSet(tuple(samples), labels).split(SETTINGS.holdout_every)
+    prepared = prepare_for_quantization(model, folder / "outlier_cnn.prepared.onnx")
+    ranges = calibrate(prepared, calibration, SETTINGS)
+    return Setup(prepared, ranges, held_out, run_samples(cpu_session(model), held_out))
+
+
+def _search(setup: Setup, gate: object = GATE, ranking: list[LayerSensitivity] | None = None):  # type: ignore[no-untyped-def]
+    return search_mixed_precision(
+        setup.model,
+        setup.ranges,
+        SETTINGS,
+        setup.held_out,
+        setup.reference,
+        TASK,
+        setup.held_out.labels,
+        gate,  # type: ignore[arg-type]
+        ranking=ranking,
+    )
+
+
+def _layer(node: str) -> LayerSensitivity:
+    return LayerSensitivity(node, "Conv", 0.0, 1.0, "accuracy drop (points)")
+
+
+def test_search_mixed_precision_when_one_layer_breaks_int8_keeps_only_that_layer_in_float(setup: Setup) -> None:
+    # when
+    result = _search(setup)
+    # then
+    assert result.excluded_nodes == (SENSITIVE_NODE,), f"only the broken layer should stay float: {result.steps}"
+    assert GATE.failures(result.report) == [], f"the result must pass the gate: {result.report.summary()}"
+    assert result.report.candidate_accuracy == pytest.approx(result.report.reference_accuracy)
+    quantized = {node.name for node in result.model.graph.node if node.op_type == "QuantizeLinear"}
+    assert quantized, "the other layers must still run in INT8"
+    first_conv = next(node for node in result.model.graph.node if node.name == SENSITIVE_NODE)
+    assert first_conv.input[0] == "images", "the excluded layer reads the float input directly"
+
+
+def test_search_mixed_precision_when_result_is_measured_again_gives_the_same_report(setup: Setup) -> None:
+    result = _search(setup)
+    again = evaluate_model(result.model, list(setup.held_out), setup.reference, TASK, setup.held_out.labels)
+    assert again == result.report, "the returned model is the one the returned report measured"
+
+
+def test_search_mixed_precision_when_culprit_ranks_fourth_grows_then_bisects(setup: Setup) -> None:
+    # given a ranking that puts the broken layer 4th (behind harmless and pass-through layers)
+    ranking = [_layer(n) for n in ("fc", "conv_b", "clip_a", SENSITIVE_NODE, "relu_b")]
+    # when
+    result = _search(setup, ranking=ranking)
+    # then it tried 1, 2, 4 layers in float, then 3 between the last failure and the first pass
+    assert [step.excluded for step in result.steps] == [1, 2, 4, 3]
+    assert [not step.failures for step in result.steps] == [False, False, True, False]
+    assert result.excluded_nodes == ("fc", "conv_b", "clip_a", SENSITIVE_NODE)
+
+
+class _NeverPasses:
+    def failures(self, report: AccuracyReport) -> list[str]:
+        return ["cosine below an impossible bar"]
+
+
+def test_search_mixed_precision_when_even_all_float_fails_raises_with_the_report(setup: Setup) -> None:
+    with pytest.raises(EngineBuildError, match=r"even with all 3 quantisable layers in float.*impossible bar"):
+        _search(setup, gate=_NeverPasses())
+
+
+def test_search_mixed_precision_when_to_dict_lists_what_stayed_float(setup: Setup) -> None:
+    payload = _search(setup).to_dict()
+    assert payload["excluded_nodes"] == [SENSITIVE_NODE]
+    assert payload["steps"] == [{"excluded": 1, "passed": True, "failures": []}]
+    assert payload["most_sensitive"][0]["node"] == SENSITIVE_NODE
