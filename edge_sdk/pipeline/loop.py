@@ -22,7 +22,7 @@ from edge_sdk.status import StatusCallback, ignore_status
 from .config import PipelineConfig
 from .metrics import LatencyRecorder, RunSummary
 from .models import open_cascade, prepare_models
-from .preprocess import Preprocessor
+from .preprocess import frame_feed
 
 
 def run_inline(
@@ -36,7 +36,7 @@ def run_inline(
     """Run until every source ends (or `stop` is set); returns frame count, FPS and latencies."""
     stop = stop or threading.Event()
     models = prepare_models(config, profile, cache)
-    preprocess = Preprocessor(config.preprocess, models.primary.model.inputs_by_name[models.input_name])
+    feed = frame_feed(config.preprocess, models.engine_input)
     postprocess = build_postprocessor(config.postprocess)
     latencies = LatencyRecorder()
     frames = 0
@@ -61,11 +61,11 @@ def run_inline(
                     active.remove(source)
                     continue
                 t1 = time.perf_counter()
-                tensor = preprocess(frame.image)
+                tensor = feed(frame.image)
                 t_pre = time.perf_counter()
                 outputs = engine.infer({models.input_name: tensor})
                 t2 = time.perf_counter()
-                geometry = preprocess.geometry(frame.meta.width, frame.meta.height)
+                geometry = feed.geometry(frame.meta.width, frame.meta.height)
                 result = postprocess({name: value[0] for name, value in outputs.items()}, frame.meta, geometry)
                 result = cascade(result, frame.image)
                 t3 = time.perf_counter()

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.engines.engine import PreparedEngine, prepare_engine
 from edge_sdk.engines.model_file import ModelFile
-from edge_sdk.engines.tensor_meta import select_input
+from edge_sdk.engines.tensor_meta import TensorMeta, select_input
 from edge_sdk.postprocess import build_postprocessor
 from edge_sdk.postprocess.cascade import Cascade, NoCascade
 from edge_sdk.postprocess.classification import ClassificationPostprocessor
@@ -21,12 +21,19 @@ from .preprocess import Preprocessor
 @dataclass(frozen=True)
 class PreparedModels:
     primary: PreparedEngine
-    input_name: str
+    engine_input: TensorMeta
+    """The primary engine's input that frames go to: raw frames when preprocess.fold is on."""
     cascade: PreparedEngine | None
+
+    @property
+    def input_name(self) -> str:
+        return self.engine_input.name
 
 
 def prepare_models(config: PipelineConfig, profile: DeviceProfile, cache: EngineCache | None) -> PreparedModels:
     """Every model/pipeline mismatch is reported before any engine is built."""
+    from edge_sdk.graph.options import GraphOptions
+
     model = ModelFile.load(config.model.path)
     model_input = select_input(model.inputs, config.model.input, "model.input")
     Preprocessor(config.preprocess, model_input)
@@ -38,13 +45,22 @@ def prepare_models(config: PipelineConfig, profile: DeviceProfile, cache: Engine
             config.cascade.preprocess, select_input(cascade_model.inputs, config.cascade.input, "cascade.input")
         )
         ClassificationPostprocessor(config.cascade.postprocess).check_outputs(cascade_model.outputs)
-    primary = prepare_engine(model, profile, config.model.precision, cache)
+    # The cascade classifier stays unfolded: its crops are cut and preprocessed in the output stage.
+    graph = GraphOptions(preprocess=config.preprocess, input_name=model_input.name) if config.preprocess.fold else None
+    primary = prepare_engine(model, profile, config.model.precision, cache, graph=graph)
     cascade = (
         prepare_engine(cascade_model, profile, config.cascade.precision, cache)
         if config.cascade is not None and cascade_model is not None
         else None
     )
-    return PreparedModels(primary, model_input.name, cascade)
+    return PreparedModels(primary, _engine_input(primary, model_input, config.preprocess.fold), cascade)
+
+
+def _engine_input(primary: PreparedEngine, model_input: TensorMeta, folded: bool) -> TensorMeta:
+    """The input as the built engine has it (the graph passes may have replaced it)."""
+    from edge_sdk.graph.preprocess_folding import FRAME_INPUT
+
+    return select_input(primary.inputs, FRAME_INPUT if folded else model_input.name, "model.input")
 
 
 def open_cascade(config: PipelineConfig, models: PreparedModels, stack: ExitStack) -> Cascade | NoCascade:

@@ -1,8 +1,14 @@
-"""Turn source frames (BGR uint8 HxWx3) into the tensor a model input expects."""
+"""Turn source frames (BGR uint8 HxWx3) into the tensor a model input expects.
+
+Two ways, one interface (`FrameFeed`): `Preprocessor` does it in numpy/cv2 in the inference worker;
+`FramePacker` hands raw frames to an engine whose graph does it (`preprocess.fold`, see
+edge_sdk/graph/preprocess_folding.py). Both place the frame in the model input the same way
+(`input_geometry`), so post-processing maps boxes back identically.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
@@ -31,6 +37,13 @@ class PreprocessSpec(BaseModel):
     scale: float = Field(1.0, description="Multiply pixel values by this (float32 only), e.g. 1/255.")
     mean: tuple[float, float, float] | None = Field(None, description="Subtract per channel after scaling.")
     std: tuple[float, float, float] | None = Field(None, description="Divide per channel after the mean.")
+    fold: bool = Field(
+        True,
+        description="Fold this preprocessing into the engine graph, so raw BGR uint8 frames go in and the "
+        "resize, colour swap, layout change, cast and normalisation run inside the engine (normalisation "
+        "goes into the first convolution's weights where exact); false = numpy/cv2 in the inference worker. "
+        "Not used for cascade.preprocess (crops are always preprocessed in numpy).",
+    )
 
     @field_validator("scale", "mean", "std")
     @classmethod
@@ -41,8 +54,58 @@ class PreprocessSpec(BaseModel):
         return value
 
 
+def input_geometry(spec: PreprocessSpec, frame_width: int, frame_height: int) -> InputGeometry:
+    """Where a frame of this size lands in the model input (the folded graph computes the same)."""
+    if not spec.resize:
+        return InputGeometry.identity(frame_width, frame_height)
+    width, height = spec.resize
+    if spec.resize_mode == "stretch":
+        return InputGeometry(width, height, width / frame_width, height / frame_height)
+    scale = min(width / frame_width, height / frame_height)
+    pad_x = (width - round(frame_width * scale)) // 2
+    pad_y = (height - round(frame_height * scale)) // 2
+    return InputGeometry(width, height, scale, scale, pad_x, pad_y)
+
+
+class FrameFeed(Protocol):
+    """What an inference worker does to a frame before the engine."""
+
+    def __call__(self, image: np.ndarray) -> np.ndarray:
+        """One BGR uint8 HxWx3 frame -> a batch of one for the engine's input."""
+        ...
+
+    def geometry(self, frame_width: int, frame_height: int) -> InputGeometry:
+        """Where a frame of this size lands in the model input."""
+        ...
+
+
+def frame_feed(spec: PreprocessSpec, engine_input: TensorMeta) -> FrameFeed:
+    """The feed for an engine built with this spec: raw frames when it folded the preprocessing."""
+    return FramePacker(spec, engine_input) if spec.fold else Preprocessor(spec, engine_input)
+
+
+class FramePacker:
+    """For engines with the preprocessing folded in: the raw frame, as a batch of one (no copy when
+    the frame is contiguous)."""
+
+    def __init__(self, spec: PreprocessSpec, engine_input: TensorMeta):
+        raw = PreprocessSpec(layout="nhwc", dtype="uint8", color="bgr")
+        try:
+            check_input_fits(raw, engine_input)
+        except ModelError as exc:
+            raise ModelError(f"expected an engine that takes raw frames (preprocess.fold: true), got {exc}") from None
+        self.spec = spec
+        self.engine_input = engine_input
+
+    def __call__(self, image: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(image[np.newaxis])
+
+    def geometry(self, frame_width: int, frame_height: int) -> InputGeometry:
+        return input_geometry(self.spec, frame_width, frame_height)
+
+
 class Preprocessor:
-    """Applies a `PreprocessSpec` to one frame; checked against the model input when built."""
+    """Applies a `PreprocessSpec` to one frame with numpy/cv2; checked against the model input when built."""
 
     def __init__(self, spec: PreprocessSpec, model_input: TensorMeta):
         check_input_fits(spec, model_input)
@@ -51,15 +114,7 @@ class Preprocessor:
 
     def geometry(self, frame_width: int, frame_height: int) -> InputGeometry:
         """Where a frame of this size lands in the model input."""
-        if not self.spec.resize:
-            return InputGeometry.identity(frame_width, frame_height)
-        width, height = self.spec.resize
-        if self.spec.resize_mode == "stretch":
-            return InputGeometry(width, height, width / frame_width, height / frame_height)
-        scale = min(width / frame_width, height / frame_height)
-        pad_x = (width - round(frame_width * scale)) // 2
-        pad_y = (height - round(frame_height * scale)) // 2
-        return InputGeometry(width, height, scale, scale, pad_x, pad_y)
+        return input_geometry(self.spec, frame_width, frame_height)
 
     def __call__(self, image: np.ndarray) -> np.ndarray:
         """One BGR uint8 HxWx3 frame -> a batch of one in the model's layout and dtype."""

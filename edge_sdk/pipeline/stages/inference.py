@@ -15,7 +15,7 @@ from edge_sdk.sources.spec import BufferPolicy
 
 from ..frame_ring import FrameRing, SlotInfo, monotonic
 from ..messages import InferenceDone
-from ..preprocess import Preprocessor, PreprocessSpec
+from ..preprocess import FrameFeed, PreprocessSpec, frame_feed
 from .common import POLL_SECONDS, Reporter, RingHandle, StageChannels, attach_rings, child_setup
 
 
@@ -44,7 +44,7 @@ def run_inference(plan: InferencePlan) -> None:
     runner = plan.engine.open(threads=plan.threads, share_cpu=True)
     runner.activate()
     model_input = next(meta for meta in runner.inputs if meta.name == plan.input_name)
-    preprocess = Preprocessor(plan.preprocess, model_input)
+    feed = frame_feed(plan.preprocess, model_input)
     next_source = 0
     try:
         # On stop, what was already inferred still reaches the sinks; frames waiting in rings do not.
@@ -53,7 +53,7 @@ def run_inference(plan: InferencePlan) -> None:
             next_source = (next_source + 1) % len(rings)
             if batch:
                 started = time.perf_counter()
-                _infer_batch(batch, rings, plan, runner, preprocess)
+                _infer_batch(batch, rings, plan, runner, feed)
                 reporter.frames += len(batch)
                 reporter.busy += time.perf_counter() - started
                 reporter.tick()
@@ -97,11 +97,11 @@ def _infer_batch(
     rings: list[FrameRing],
     plan: InferencePlan,
     runner: Any,
-    preprocess: Preprocessor,
+    feed: FrameFeed,
 ) -> None:
     started = time.perf_counter()
-    tensors = [preprocess(rings[index].frame(info)) for index, info in batch]
-    # Frames of different sizes (no resize in the pipeline file) cannot share one tensor.
+    tensors = [feed(rings[index].frame(info)) for index, info in batch]
+    # Frames of different sizes (raw frames for a folded engine, or no resize) cannot share one tensor.
     groups: dict[tuple[int, ...], list[int]] = {}
     for position, tensor in enumerate(tensors):
         groups.setdefault(tensor.shape, []).append(position)
@@ -125,7 +125,7 @@ def _infer_batch(
         )
         rings[index].hand_over(info.slot, plan.output_owner_id)
         done = InferenceDone(
-            index, info.slot, meta, info.timestamp, preprocess.geometry(info.width, info.height), outputs, timings
+            index, info.slot, meta, info.timestamp, feed.geometry(info.width, info.height), outputs, timings
         )
         if not _put_result(plan.channels, done):
             rings[index].release(info.slot)
