@@ -45,7 +45,7 @@ class BatchSize:
             _set_dim(_dims(info)[0], self.batch)
         del graph.value_info[:]
         new = self.batch if self.batch is not None else DYNAMIC_BATCH
-        self.detail = f"batch {old} -> {new}"
+        self.detail = f"batch axis {old} -> {new}"
         return model
 
 

@@ -39,7 +39,7 @@ def test_batch_size_when_made_dynamic_runs_a_batch_of_three_like_three_single_ru
     dynamic = pass_.apply(resnet_batch_1)
     # then
     assert _batch_dims(dynamic) == ["N", "N"]
-    assert pass_.detail == "batch 1 -> N"
+    assert pass_.detail == "batch axis 1 -> N"
     batch = images(batch=3, size=64)["images"]
     together = run(dynamic, {"images": batch})[0]
     one_by_one = np.concatenate([run(resnet_batch_1, {"images": batch[i : i + 1]})[0] for i in range(3)])
