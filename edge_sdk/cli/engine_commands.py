@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 import numpy as np
@@ -11,8 +12,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from edge_sdk.engines.benchmark import benchmark_engine
+from edge_sdk.engines.calibration import int8_settings, make_calibration
+from edge_sdk.engines.calibration.setup import TaskKind
 from edge_sdk.engines.engine import prepare_engine, verify_cache
+from edge_sdk.engines.model_file import ModelFile
+from edge_sdk.engines.tensor_meta import select_input
 from edge_sdk.errors import ConfigError, SourceError
+from edge_sdk.graph.options import GraphOptions
+from edge_sdk.pipeline.config import load_pipeline
 from edge_sdk.precision import PRECISIONS, Precision
 
 from .context import CliContext
@@ -27,13 +34,83 @@ precision_option = click.option("--precision", type=click.Choice(PRECISIONS), he
 @model_argument
 @profile_option
 @precision_option
+@click.option(
+    "--calib",
+    "calib",
+    type=click.Path(path_type=Path),
+    help="Calibration data for int8: a folder of images, a video, or an .npz (arrays by input name, optional labels).",
+)
+@click.option(
+    "--calib-method", type=click.Choice(["minmax", "entropy", "percentile"]), help="Default: the profile's (minmax)."
+)
+@click.option(
+    "--task",
+    type=click.Choice(["classification", "detection", "generic"]),
+    help="How int8 accuracy is measured. Default: from --pipeline's postprocess, else classification when the "
+    "data has labels, else generic (cosine per output).",
+)
+@click.option("--max-drop", type=float, help="Accuracy points int8 may lose (top-1 or matched boxes).")
+@click.option("--min-cosine", type=float, help="Lowest cosine similarity to FP32 each output may have.")
+@click.option(
+    "--fallback",
+    type=click.Choice(["none", "mixed"]),
+    help="When the accuracy gate fails: none = fail with a report; mixed = keep sensitive layers in float.",
+)
+@click.option(
+    "--pipeline",
+    "pipeline_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Take preprocessing (folded into the engine as a run would) and postprocessing from this pipeline file.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON.")
 @pass_cli
-def build(ctx: CliContext, model: Path, profile_name: str | None, precision: Precision | None, as_json: bool) -> None:
-    """Build MODEL.onnx into a cached engine for the profile's backend."""
+def build(
+    ctx: CliContext,
+    model: Path,
+    profile_name: str | None,
+    precision: Precision | None,
+    calib: Path | None,
+    calib_method: str | None,
+    task: TaskKind | None,
+    max_drop: float | None,
+    min_cosine: float | None,
+    fallback: str | None,
+    pipeline_path: Path | None,
+    as_json: bool,
+) -> None:
+    """Build MODEL.onnx into a cached engine for the profile's backend (int8: calibrated and accuracy-gated)."""
     profile = ctx.profile(profile_name)
-    with ctx.console.status(f"Preparing engine for {model.name} on {profile.name}…"):
-        prepared = prepare_engine(model, profile, precision, ctx.cache)
+    pipeline = load_pipeline(pipeline_path) if pipeline_path else None
+    precision = precision or (pipeline.model.precision if pipeline else None) or profile.default_precision
+    model_file = ModelFile.load(model)
+    graph = None
+    if pipeline is not None and pipeline.preprocess.fold:
+        model_input = select_input(model_file.inputs, pipeline.model.input, "model.input")
+        graph = GraphOptions(preprocess=pipeline.preprocess, input_name=model_input.name)
+    int8_flags = {"--calib-method": calib_method, "--task": task, "--max-drop": max_drop}
+    int8_flags |= {"--min-cosine": min_cosine, "--fallback": fallback}
+    calibration = None
+    if precision == "int8":
+        if calib is None:
+            raise ConfigError("precision int8 needs calibration data: add --calib DATA (images folder, video or .npz)")
+        settings = int8_settings(
+            profile.int8, method=calib_method, max_accuracy_drop=max_drop, min_cosine=min_cosine, fallback=fallback
+        )
+        calibration = make_calibration(
+            calib,
+            model_file,
+            settings,
+            task,
+            preprocess=pipeline.preprocess if pipeline else None,
+            postprocess=pipeline.postprocess if pipeline else None,
+            input_name=pipeline.model.input if pipeline else None,
+        )
+    elif calib is not None or any(value is not None for value in int8_flags.values()):
+        given = ["--calib"] if calib is not None else [flag for flag, value in int8_flags.items() if value is not None]
+        verb = "applies" if len(given) == 1 else "apply"
+        raise ConfigError(f"{', '.join(given)} {verb} to int8 builds; expected --precision int8, got {precision}")
+    with ctx.console.status(f"Preparing {precision} engine for {model.name} on {profile.name}…"):
+        prepared = prepare_engine(model_file, profile, precision, ctx.cache, graph=graph, calibration=calibration)
     if as_json:
         click.echo(json.dumps(prepared.entry.manifest, indent=2))
         return
@@ -43,6 +120,38 @@ def build(ctx: CliContext, model: Path, profile_name: str | None, precision: Pre
     for name in ("providers_used", "nodes_before", "nodes_after", "optimize_seconds"):
         if name in facts:
             click.echo(f"  {name}: {facts[name]}")
+    if "int8" in facts:
+        for line in describe_int8(facts["int8"]):
+            click.echo(f"  {line}")
+
+
+def describe_int8(int8: dict[str, Any]) -> list[str]:
+    """What an int8 build did and measured, for people: method, samples, layers kept in float, accuracy."""
+    samples = int8.get("samples", {})
+    lines = [
+        f"int8: {int8.get('method')} calibration, {int8.get('format', 'QDQ')} {int8.get('activation_type')} "
+        f"activations / {int8.get('weight_type')} weights{' per channel' if int8.get('per_channel') else ''}, "
+        f"{samples.get('calibration')} calibration + {samples.get('held_out')} held-out samples",
+        f"int8 nodes: {int8.get('int8_nodes')} of {int8.get('quantizable_nodes')} quantisable; "
+        f"kept in float: {len(int8.get('excluded_nodes', []))}",
+    ]
+    accuracy = int8.get("accuracy", {})
+    if accuracy.get("reference_accuracy") is not None:
+        lines.append(
+            f"accuracy: top-1 {accuracy['reference_accuracy']:.2%} (fp32) -> {accuracy['candidate_accuracy']:.2%} (int8)"
+        )
+    if accuracy.get("top1_agreement") is not None:
+        lines.append(f"top-1 agreement with fp32: {accuracy['top1_agreement']:.2%}")
+    if accuracy.get("matched_boxes") is not None:
+        lines.append(
+            f"matched boxes: {accuracy['matched_boxes']:.2%} ({accuracy.get('reference_boxes')} fp32, "
+            f"{accuracy.get('candidate_boxes')} int8), score drift {accuracy.get('score_drift', 0.0):.4f}"
+        )
+    for output in accuracy.get("outputs", []):
+        lines.append(
+            f"output {output['name']}: cosine {output['cosine']:.4f}, max abs error {output['max_abs_error']:.4g}"
+        )
+    return lines
 
 
 @click.command()

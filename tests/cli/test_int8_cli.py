@@ -1,0 +1,91 @@
+"""`edge-sdk build --precision int8 --calib DATA`, run as a user runs it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+from .test_cli import assert_one_line_error, edge_sdk
+
+DIGITS = REPO_ROOT / "models" / "digits_cnn.onnx"
+CALIBRATION = REPO_ROOT / "models" / "digits_calibration.npz"
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> Path:
+    return tmp_path / "engines"
+
+
+def test_build_int8_when_given_calibration_data_builds_once_and_reports_the_accuracy(cache: Path) -> None:
+    # When the digits CNN is built in int8 twice
+    args = ("build", DIGITS, "--precision", "int8", "--calib", CALIBRATION, "--profile", "x86-cpu")
+    first = edge_sdk(*args, cache=cache)
+    second = edge_sdk(*args, "--json", cache=cache)
+
+    # Then the first build says what it measured, and the second comes from the cache
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.startswith("built: "), first.stdout
+    assert "int8: minmax calibration, QDQ uint8 activations / int8 weights per channel" in first.stdout
+    assert "accuracy: top-1 " in first.stdout and "(fp32) -> " in first.stdout, "labels in the data: accuracy"
+    assert second.returncode == 0, second.stderr
+    manifest = json.loads(second.stdout)
+    assert manifest["key"]["precision"] == "int8" and manifest["key"]["calibration_sha256"]
+    assert manifest["facts"]["int8"]["accuracy"]["task"] == "classification"
+
+
+def test_build_int8_when_calibration_path_is_wrong_fails_in_one_line_and_builds_nothing(cache: Path) -> None:
+    done = edge_sdk(
+        "build", DIGITS, "--precision", "int8", "--calib", "no/such/data.npz", "--profile", "x86-cpu", cache=cache
+    )
+    assert done.returncode == 2
+    assert_one_line_error(done, "calibration data not found: no/such/data.npz")
+    assert not cache.exists() or not any(cache.iterdir()), "the cache is untouched"
+
+
+def test_build_int8_when_the_gate_fails_prints_the_report_in_one_line(cache: Path) -> None:
+    done = edge_sdk(
+        "build",
+        DIGITS,
+        "--precision",
+        "int8",
+        "--calib",
+        CALIBRATION,
+        "--profile",
+        "x86-cpu",
+        "--min-cosine",
+        "1.0",
+        cache=cache,
+    )
+    assert done.returncode == 2
+    assert_one_line_error(done, "failed the accuracy gate", "cosine similarity", "allowed minimum 1")
+
+
+def test_build_when_calib_is_given_without_int8_says_it_needs_precision_int8(cache: Path) -> None:
+    done = edge_sdk("build", DIGITS, "--calib", CALIBRATION, "--profile", "x86-cpu", cache=cache)
+    assert_one_line_error(done, "--calib applies to int8 builds; expected --precision int8, got fp32")
+
+
+def test_build_int8_when_no_calib_is_given_asks_for_it(cache: Path) -> None:
+    done = edge_sdk("build", DIGITS, "--precision", "int8", "--profile", "x86-cpu", cache=cache)
+    assert_one_line_error(done, "precision int8 needs calibration data: add --calib DATA")
+
+
+def test_build_int8_when_task_is_detection_without_a_pipeline_asks_for_the_decoder(cache: Path) -> None:
+    done = edge_sdk(
+        "build",
+        DIGITS,
+        "--precision",
+        "int8",
+        "--calib",
+        CALIBRATION,
+        "--task",
+        "detection",
+        "--profile",
+        "x86-cpu",
+        cache=cache,
+    )
+    assert_one_line_error(done, "task detection: expected a pipeline with an ssd or yolo postprocess (--pipeline)")
