@@ -13,9 +13,8 @@ The system Mosquitto (port 1883) is never touched.
 from __future__ import annotations
 
 import base64
-import datetime
 import hashlib
-import ipaddress
+import importlib.util
 import os
 import re
 import secrets
@@ -32,12 +31,9 @@ from types import TracebackType
 from typing import Any
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from edge_sdk.mqtt import Message, MqttSettings, ReconnectPolicy, TlsSettings
+from edge_sdk.mqtt.certificates import CertificateAuthority
 
 START_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 5.0
@@ -67,66 +63,8 @@ class Certificates:
 
 
 def make_certificates(folder: Path, client_name: str = "edge-client") -> Certificates:
-    """A CA, a server certificate for localhost and 127.0.0.1, and a client certificate, all PEM."""
-    folder.mkdir(parents=True, exist_ok=True)
-    now = datetime.datetime.now(datetime.timezone.utc)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "edge-sdk test CA")])
-    ca_cert = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                key_cert_sign=True,
-                crl_sign=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-
-    def leaf(common_name: str, usage: x509.ObjectIdentifier, names: list[x509.GeneralName]) -> tuple[bytes, bytes]:
-        key = ec.generate_private_key(ec.SECP256R1())
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
-            .issuer_name(ca_name)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
-        )
-        if names:
-            builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
-        cert = builder.sign(ca_key, hashes.SHA256())
-        key_pem = key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-        return cert.public_bytes(serialization.Encoding.PEM), key_pem
-
-    server = leaf(
-        "localhost",
-        ExtendedKeyUsageOID.SERVER_AUTH,
-        [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))],
-    )
-    client = leaf(client_name, ExtendedKeyUsageOID.CLIENT_AUTH, [])
+    """A CA, a server certificate for localhost and 127.0.0.1, and a client certificate, all PEM (valid a day)."""
+    ca = CertificateAuthority.create("edge-sdk test CA", days=1)
     certificates = Certificates(
         ca_file=folder / "ca.pem",
         server_cert=folder / "server.pem",
@@ -134,13 +72,9 @@ def make_certificates(folder: Path, client_name: str = "edge-client") -> Certifi
         client_cert=folder / "client.pem",
         client_key=folder / "client.key",
     )
-    certificates.ca_file.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
-    certificates.server_cert.write_bytes(server[0])
-    certificates.server_key.write_bytes(server[1])
-    certificates.client_cert.write_bytes(client[0])
-    certificates.client_key.write_bytes(client[1])
-    for key_file in (certificates.server_key, certificates.client_key):
-        key_file.chmod(0o600)
+    ca.save(certificates.ca_file, folder / "ca.key")
+    ca.issue_server(certificates.server_cert, certificates.server_key, ["localhost"], ["127.0.0.1"], days=1)
+    ca.issue_client(client_name, certificates.client_cert, certificates.client_key, days=1)
     return certificates
 
 
@@ -190,6 +124,7 @@ class MosquittoBroker:
         acl: str | None = None,
         persistence: bool = False,
         extra_config: str = "",
+        config: Callable[[MosquittoBroker], str] | None = None,
         binary: str | None = None,
     ):
         binary = binary or find_mosquitto()
@@ -205,6 +140,9 @@ class MosquittoBroker:
         self.log_file = folder / "mosquitto.log"
         self.config_file = folder / "mosquitto.conf"
         self._process: subprocess.Popen[bytes] | None = None
+        if config is not None:  # a complete config from elsewhere (e.g. deploy/), given this broker's port and folder
+            self.config_file.write_text(config(self) + extra_config)
+            return
         self.config_file.write_text(
             self._config(require_client_cert=require_client_cert, acl=acl, persistence=persistence) + extra_config
         )
@@ -319,6 +257,86 @@ class MosquittoBroker:
         self.stop()
 
 
+# --- the fleet broker of deploy/mosquitto ---------------------------------------------------------
+
+DEPLOY_MOSQUITTO = Path(__file__).resolve().parent.parent / "deploy" / "mosquitto"
+
+
+def deployed_config(broker: MosquittoBroker, etc_dir: Path) -> str:
+    """deploy/mosquitto/mosquitto.conf with only its port, folders and log destination changed.
+
+    Raises ValueError when the shipped file no longer has a line this relies on, so the test cannot
+    silently run a different config.
+    """
+    text = (DEPLOY_MOSQUITTO / "mosquitto.conf").read_text()
+    data_dir = broker.folder / "data"
+    data_dir.mkdir(exist_ok=True)
+    replacements = [
+        ("\nlistener 8883\n", f"\nlistener {broker.port} {broker.host}\n"),
+        ("/etc/mosquitto/edge-sdk/", f"{etc_dir}/"),
+        ("\npersistence_location /var/lib/mosquitto/\n", f"\npersistence_location {data_dir}/\n"),
+        ("\nlog_dest syslog\n", f"\nlog_dest file {broker.log_file}\n"),
+    ]
+    for old, new in replacements:
+        if old not in text:
+            raise ValueError(
+                f"deploy/mosquitto/mosquitto.conf no longer contains {old.strip()!r}; update tests/broker.py"
+            )
+        text = text.replace(old, new)
+    if os.geteuid() == 0:
+        text += "user root\n"  # otherwise Mosquitto drops to 'mosquitto', who cannot read the test folder
+    return text
+
+
+@dataclass(frozen=True)
+class FleetBroker:
+    """A running broker with the deploy/mosquitto config, ACL and certificates made by its make_certs.py."""
+
+    broker: MosquittoBroker
+    etc_dir: Path
+
+    def settings(self, identity: str | None, **overrides: Any) -> MqttSettings:
+        """Client settings for a device or operator certificate; `identity=None` connects without one."""
+        ca_file = self.etc_dir / "ca.pem"
+        if identity is None:
+            tls = TlsSettings(ca_file=ca_file)
+        else:
+            folder = next(
+                (f for f in (self.etc_dir / "devices", self.etc_dir / "operators") if (f / f"{identity}.pem").exists()),
+                None,
+            )
+            if folder is None:
+                raise KeyError(f"no certificate was made for {identity!r}")
+            tls = TlsSettings(
+                ca_file=ca_file, cert_file=folder / f"{identity}.pem", key_file=folder / f"{identity}.key"
+            )
+        return self.broker.settings(**{"tls": tls, **overrides})
+
+
+def start_fleet_broker(factory: BrokerFactory, devices: list[str], operators: list[str]) -> FleetBroker:
+    """deploy/mosquitto as shipped: certificates from its make_certs.py, its acl file, its mosquitto.conf."""
+    folder = factory.folder / f"fleet-{len(factory.brokers)}"
+    etc_dir = folder / "etc"
+    make_certs = load_deploy_script("make_certs")
+    args = [str(etc_dir), "--broker-host", "localhost", "--broker-ip", "127.0.0.1", "--days", "1"]
+    args += [arg for name in devices for arg in ("--device", name)]
+    args += [arg for name in operators for arg in ("--operator", name)]
+    if make_certs.main(args) != 0:
+        raise RuntimeError("deploy/mosquitto/make_certs.py failed")
+    shutil.copyfile(DEPLOY_MOSQUITTO / "acl", etc_dir / "acl")
+    broker = factory(folder=folder, config=lambda b: deployed_config(b, etc_dir))
+    return FleetBroker(broker=broker, etc_dir=etc_dir)
+
+
+def load_deploy_script(name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(f"deploy_mosquitto_{name}", DEPLOY_MOSQUITTO / f"{name}.py")
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load deploy/mosquitto/{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 class BrokerFactory:
     """Starts brokers in numbered sub-folders of `folder`; stops them all on close."""
 
@@ -326,8 +344,8 @@ class BrokerFactory:
         self.folder = folder
         self.brokers: list[MosquittoBroker] = []
 
-    def __call__(self, **options: Any) -> MosquittoBroker:
-        broker = MosquittoBroker(self.folder / f"broker-{len(self.brokers)}", **options)
+    def __call__(self, folder: Path | None = None, **options: Any) -> MosquittoBroker:
+        broker = MosquittoBroker(folder or self.folder / f"broker-{len(self.brokers)}", **options)
         self.brokers.append(broker)
         return broker.start()
 
