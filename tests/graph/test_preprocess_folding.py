@@ -34,8 +34,8 @@ NORMALISED = {"dtype": "float32", "layout": "nchw", "scale": 1 / 255, "mean": (0
 # --- models built here (a stem convolution with or without padding; a model that returns its input) ---
 
 
-def _save(graph: onnx.GraphProto, path: Path) -> Path:
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", onnx_models.OPSET)])
+def _save(graph: onnx.GraphProto, path: Path, opset: int = onnx_models.OPSET) -> Path:
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 8
     onnx.checker.check_model(model)
     onnx.save(model, str(path))
@@ -68,7 +68,7 @@ def stem_classifier(path: Path, pads: int, size: int = 32, classes: int = 5) -> 
     return _save(graph, path)
 
 
-def echo_model(path: Path, dtype: int, shape: list[Any]) -> Path:
+def echo_model(path: Path, dtype: int, shape: list[Any], opset: int = onnx_models.OPSET) -> Path:
     """Returns its input: the folded model then shows exactly what its graph made of the frame."""
     graph = helper.make_graph(
         [helper.make_node("Identity", ["pixels"], ["echo"])],
@@ -76,7 +76,7 @@ def echo_model(path: Path, dtype: int, shape: list[Any]) -> Path:
         [helper.make_tensor_value_info("pixels", dtype, shape)],
         [helper.make_tensor_value_info("echo", dtype, shape)],
     )
-    return _save(graph, path)
+    return _save(graph, path, opset)
 
 
 # --- helpers ------------------------------------------------------------------------------------------
@@ -126,6 +126,8 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "stem": stem_classifier(folder / "stem.onnx", pads=0),
         "padded_stem": stem_classifier(folder / "padded_stem.onnx", pads=1),
         "echo_uint8_nhwc": echo_model(folder / "echo_u8.onnx", TensorProto.UINT8, ["N", 96, 128, 3]),
+        "echo_uint8_nchw": echo_model(folder / "echo_u8_nchw.onnx", TensorProto.UINT8, ["N", 3, 96, 128]),
+        "echo_uint8_opset11": echo_model(folder / "echo_u8_11.onnx", TensorProto.UINT8, [1, 96, 128, 3], opset=11),
         "echo_float_nhwc": echo_model(folder / "echo_f32.onnx", TensorProto.FLOAT, ["N", 96, 128, 3]),
     }
 
@@ -258,12 +260,14 @@ SIZES = [(1920, 1080), (640, 480), (480, 640), (128, 96), (333, 77), (50, 300)]
 
 
 @pytest.mark.parametrize("resize_mode", ["stretch", "letterbox"])
+@pytest.mark.parametrize(("model", "layout"), [("echo_uint8_nhwc", "nhwc"), ("echo_uint8_nchw", "nchw"), ("echo_uint8_opset11", "nhwc")])  # fmt: skip
 def test_preprocess_folding_when_frames_have_several_sizes_places_each_like_the_preprocessor(
-    models: dict[str, Path], astronaut_bgr: np.ndarray, resize_mode: str
+    models: dict[str, Path], astronaut_bgr: np.ndarray, resize_mode: str, model: str, layout: str
 ) -> None:
-    # given one folded uint8 NHWC RGB model of 128x96 that returns what its graph made of the frame
-    spec = PreprocessSpec(color="rgb", resize=(128, 96), resize_mode=resize_mode, pad_value=7)
-    path = models["echo_uint8_nhwc"]
+    # given one folded uint8 RGB model of 128x96 that returns what its graph made of the frame
+    # (NHWC, NCHW, and an opset 11 model the pass first upgrades to opset 13)
+    spec = PreprocessSpec(color="rgb", layout=layout, resize=(128, 96), resize_mode=resize_mode, pad_value=7)
+    path = models[model]
     folded = PreprocessFolding(spec, "pixels").apply(onnx.load(str(path)))
     preprocess = Preprocessor(spec, ModelFile.load(path).inputs[0])
     cv2 = import_cv2()
@@ -274,6 +278,8 @@ def test_preprocess_folding_when_frames_have_several_sizes_places_each_like_the_
         # when
         want = preprocess(frame).astype(np.int16)
         (got,) = run(folded, {FRAME_INPUT: frame[np.newaxis]})
+        if layout == "nchw":
+            want, got = want.transpose(0, 2, 3, 1), got.transpose(0, 2, 3, 1)
 
         # then
         assert got.shape == want.shape, f"{width}x{height}: the model's size"
