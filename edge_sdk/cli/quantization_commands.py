@@ -1,0 +1,272 @@
+"""`edge-sdk compare` (two engines on the same inputs) and `edge-sdk sensitivity` (per-layer INT8 impact)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from .context import CliContext
+
+if TYPE_CHECKING:
+    from edge_sdk.engines.accuracy import AccuracyReport
+    from edge_sdk.engines.calibration import Calibration
+    from edge_sdk.engines.calibration.setup import TaskKind
+    from edge_sdk.engines.compare import EngineComparison
+    from edge_sdk.engines.model_file import ModelFile
+    from edge_sdk.engines.range_check import RangeWarning
+    from edge_sdk.engines.sensitivity import SensitivityAnalysis
+    from edge_sdk.pipeline.config import PipelineConfig
+    from edge_sdk.profiles import DeviceProfile
+
+pass_cli = click.make_pass_decorator(CliContext)
+data_option = click.option(
+    "--data",
+    type=click.Path(path_type=Path, exists=True),
+    required=True,
+    help="Inputs: a folder of images, a video, or an .npz (arrays by input name, optional labels).",
+)
+task_option = click.option(
+    "--task",
+    type=click.Choice(["classification", "detection", "generic"]),
+    help="How accuracy is measured. Default: from --pipeline's postprocess, else classification when the data "
+    "has labels, else generic (cosine per output).",
+)
+pipeline_option = click.option(
+    "--pipeline",
+    "pipeline_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Pipeline YAML: its preprocessing feeds the model (folded into built engines as a run would) and its "
+    "postprocess defines the task.",
+)
+limit_option = click.option("--limit", type=click.IntRange(min=1), help="Use at most this many samples.")
+json_option = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+
+
+@click.command()
+@click.argument("engine_a")
+@click.argument("engine_b")
+@data_option
+@task_option
+@pipeline_option
+@click.option("--calib", type=click.Path(path_type=Path, exists=True), help="Calibration data for int8 specs.")
+@limit_option
+@click.option("--min-cosine", type=click.FloatRange(0.0, 1.0), help="Exit 1 when an output's cosine is below this.")
+@json_option
+@pass_cli
+def compare(
+    ctx: CliContext,
+    engine_a: str,
+    engine_b: str,
+    data: Path,
+    task: TaskKind | None,
+    pipeline_path: Path | None,
+    calib: Path | None,
+    limit: int | None,
+    min_cosine: float | None,
+    as_json: bool,
+) -> None:
+    """Run ENGINE_A and ENGINE_B on the same inputs and compare B with A, per output.
+
+    \b
+    An engine is one of:
+      MODEL.onnx                      the reference: ONNX Runtime CPU, fp32, no graph optimisation
+      MODEL.onnx@PROFILE[:PRECISION]  the SDK's engine for that profile (built first if not cached)
+      MODEL.onnx:PRECISION            the same, for the detected profile
+      DIGEST                          a cached engine (a unique prefix from `edge-sdk cache ls`)
+    Exits 1 when --min-cosine is given and an output falls below it.
+    """
+    from edge_sdk.engines.compare import CompareSetup, compare_engines, parse_engine_spec
+
+    spec_a, spec_b = parse_engine_spec(engine_a), parse_engine_spec(engine_b)
+    pipeline = _load_pipeline(pipeline_path)
+    setup = CompareSetup(
+        catalog=ctx.catalog,
+        cache=ctx.cache,
+        task=task,
+        postprocess=pipeline.postprocess if pipeline else None,
+        preprocess=pipeline.preprocess if pipeline else None,
+        input_name=pipeline.model.input if pipeline else None,
+        limit=limit,
+        calibration=_calibration_factory(calib, pipeline, task),
+    )
+    with ctx.err_console.status("Preparing both engines and running them on the data…"):
+        result = compare_engines(spec_a, spec_b, data, setup)
+    failures = result.failures(min_cosine)
+    if as_json:
+        click.echo(json.dumps(result.to_dict() | {"min_cosine": min_cosine, "failures": failures}, indent=2))
+    else:
+        _print_comparison(ctx, result)
+        for failure in failures:
+            ctx.console.print(f"[red]FAIL[/red] {escape(failure)}")
+        if min_cosine is not None and not failures:
+            ctx.console.print(f"[green]PASS[/green] every output keeps cosine >= {min_cosine}")
+    if failures:
+        raise SystemExit(1)
+
+
+def _print_comparison(ctx: CliContext, result: EngineComparison) -> None:
+    ctx.console.print(f"A: {escape(result.a)}")
+    ctx.console.print(f"B: {escape(result.b)}")
+    table = Table("output", "cosine", "max abs error", "mean abs error")
+    for drift in result.report.outputs:
+        table.add_row(
+            escape(drift.name), f"{drift.cosine:.6f}", f"{drift.max_abs_error:.6g}", f"{drift.mean_abs_error:.6g}"
+        )
+    ctx.console.print(table)
+    ctx.console.print(f"samples: {result.samples}")
+    for line in _task_lines(result.report):
+        ctx.console.print(line)
+    for label, names in result.outputs_only_in.items():
+        ctx.console.print(f"not compared (only in {escape(label)}): {escape(', '.join(names))}")
+
+
+def _task_lines(report: AccuracyReport) -> list[str]:
+    lines = []
+    if report.reference_accuracy is not None and report.candidate_accuracy is not None:
+        drop = 100 * (report.reference_accuracy - report.candidate_accuracy)
+        lines.append(
+            f"top-1 accuracy: A {report.reference_accuracy:.2%}, B {report.candidate_accuracy:.2%} "
+            f"(drop {drop:.2f} points)"
+        )
+    if report.top1_agreement is not None:
+        lines.append(f"top-1 agreement: {report.top1_agreement:.2%}")
+    if report.matched_boxes is not None:
+        lines.append(
+            f"matched boxes: {report.matched_boxes:.2%} ({report.reference_boxes} in A, {report.candidate_boxes} "
+            f"in B), score drift {report.score_drift or 0.0:.4f}"
+        )
+    return lines
+
+
+@click.command()
+@click.argument("model", type=click.Path(path_type=Path, dir_okay=False))
+@data_option
+@task_option
+@pipeline_option
+@click.option("--profile", "profile_name", help="Device profile whose int8 settings apply (default: detected).")
+@click.option("--calib-method", type=click.Choice(["minmax", "entropy", "percentile"]), help="Default: the profile's.")
+@limit_option
+@click.option("--top", type=click.IntRange(min=1), help="Show (and plot) only the N most sensitive layers.")
+@click.option("--plot", type=click.Path(path_type=Path, dir_okay=False), help="Write a PNG bar chart here.")
+@json_option
+@pass_cli
+def sensitivity(
+    ctx: CliContext,
+    model: Path,
+    data: Path,
+    task: TaskKind | None,
+    pipeline_path: Path | None,
+    profile_name: str | None,
+    calib_method: str | None,
+    limit: int | None,
+    top: int | None,
+    plot: Path | None,
+    as_json: bool,
+) -> None:
+    """Per-layer INT8 impact: quantise each layer of MODEL alone and measure what it costs against FP32.
+
+    The data is split as an int8 build splits it (every k-th sample held out to measure, the rest
+    calibrate). Also checks the calibrated activation ranges for saturation and lost precision.
+    """
+    from edge_sdk.engines.calibration import SampleSet, int8_settings, open_calibration_data, task_spec
+    from edge_sdk.engines.model_file import ModelFile
+    from edge_sdk.engines.sensitivity import analyse_sensitivity
+
+    pipeline = _load_pipeline(pipeline_path)
+    model_file = ModelFile.load(model)
+    settings = int8_settings(ctx.profile(profile_name).int8, method=calib_method)
+    reader = open_calibration_data(
+        data,
+        model_file,
+        pipeline.preprocess if pipeline else None,
+        pipeline.model.input if pipeline else None,
+        limit or settings.max_samples,
+    )
+    task_kind = task_spec(task, pipeline.postprocess if pipeline else None, reader.labels is not None)
+    samples = SampleSet.from_reader(reader, model_file.inputs)
+    with ctx.err_console.status(f"Quantising each layer of {model.name} alone…") as status:
+
+        def progress(done: int, total: int, node: str) -> None:
+            status.update(f"Quantising each layer of {model.name} alone: {done}/{total} {escape(node)}")
+
+        analysis = analyse_sensitivity(model_file.path, samples, settings, task_kind, progress=progress)
+    shown = analysis.layers[:top] if top else analysis.layers
+    if plot is not None:
+        from edge_sdk.engines.sensitivity_plot import plot_sensitivity
+
+        plot_sensitivity(shown, plot, title=f"{model.name}: INT8 sensitivity, each layer quantised alone")
+    if as_json:
+        payload = analysis.to_dict()
+        payload["layers"] = payload["layers"][: len(shown)]
+        payload["plot"] = str(plot) if plot else None
+        click.echo(json.dumps(payload, indent=2))
+        return
+    _print_sensitivity(ctx, model.name, analysis, top)
+    _print_range_warnings(ctx, analysis.range_warnings)
+    if plot is not None:
+        ctx.console.print(f"plot: {plot}")
+
+
+def _print_sensitivity(ctx: CliContext, model_name: str, analysis: SensitivityAnalysis, top: int | None) -> None:
+    shown = analysis.layers[:top] if top else analysis.layers
+    detection = any(layer.score_drift is not None for layer in shown)
+    ctx.console.print(
+        f"{model_name}: each layer quantised alone, most sensitive first ({len(shown)} of {len(analysis.layers)} layers)"
+    )
+    table = Table("#", "layer", "op", analysis.metric, "score drift" if detection else "lowest cosine")
+    for rank, layer in enumerate(shown, start=1):
+        second = f"{layer.score_drift:.4f}" if detection and layer.score_drift is not None else f"{layer.cosine:.6f}"
+        table.add_row(str(rank), escape(layer.node), layer.op_type, f"{layer.metric_drop:.4g}", second)
+    ctx.console.print(table)
+    ctx.console.print(f"all layers in int8: {analysis.metric} {analysis.full_int8_drop:.4g}")
+    ctx.console.print(f"  {escape(analysis.full_int8.summary())}")
+    ctx.console.print(
+        f"calibrated on {analysis.calibration_samples} samples, measured on {analysis.held_out_samples} held out"
+    )
+
+
+def _print_range_warnings(ctx: CliContext, warnings: list[RangeWarning]) -> None:
+    if not warnings:
+        ctx.console.print("range check: no activation range would saturate or lose precision in int8")
+        return
+    ctx.console.print(f"range check: {len(warnings)} activation range(s) would saturate or lose precision in int8")
+    table = Table("tensor", "problem", "detail")
+    for warning in warnings:
+        table.add_row(escape(warning.tensor), warning.kind, escape(warning.detail))
+    ctx.console.print(table)
+
+
+def _load_pipeline(path: Path | None) -> PipelineConfig | None:
+    if path is None:
+        return None
+    from edge_sdk.pipeline.config import load_pipeline
+
+    return load_pipeline(path)
+
+
+def _calibration_factory(
+    calib: Path | None, pipeline: PipelineConfig | None, task: TaskKind | None
+) -> Callable[[ModelFile, DeviceProfile], Calibration] | None:
+    """How an int8 spec gets its Calibration: --calib with the profile's int8 settings, as `edge-sdk build` does."""
+    if calib is None:
+        return None
+    from edge_sdk.engines.calibration import int8_settings, make_calibration
+
+    def calibration(model: ModelFile, profile: DeviceProfile) -> Calibration:
+        return make_calibration(
+            calib,
+            model,
+            int8_settings(profile.int8),
+            task,
+            preprocess=pipeline.preprocess if pipeline else None,
+            postprocess=pipeline.postprocess if pipeline else None,
+            input_name=pipeline.model.input if pipeline else None,
+        )
+
+    return calibration
