@@ -19,6 +19,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import threading
@@ -214,12 +215,22 @@ class MosquittoBroker:
         process, self._process = self._process, None
         if process is None or process.poll() is not None:
             return
+        process.send_signal(signal.SIGCONT)  # a paused broker cannot act on SIGTERM
         process.terminate()
         try:
             process.wait(timeout=STOP_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=STOP_TIMEOUT_S)
+
+    def pause(self) -> None:
+        """Freeze the broker (SIGSTOP): connections stay open, nothing is answered, like a stalled server."""
+        if self._process is not None:
+            self._process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self._process is not None:
+            self._process.send_signal(signal.SIGCONT)
 
     def restart(self) -> MosquittoBroker:
         self.stop()

@@ -16,7 +16,7 @@ import paho.mqtt.client as paho
 from paho.mqtt.reasoncodes import ReasonCode
 
 from .connection import Connection
-from .errors import NotConnectedError
+from .errors import NotConnectedError, QueueFullError
 from .messages import MessageHandler, PublishResult
 from .outbox import Outbox
 from .publishing import Payload, Publisher, check_publish, payload_bytes, publish_properties, wait_timeout
@@ -34,9 +34,10 @@ class MqttClient(Connection):
     `max_queued` bounds the QoS>0 messages paho holds while they wait for the broker (also while
     reconnecting); beyond it publish() raises QueueFullError instead of growing memory. 0 = unbounded.
 
-    With `settings.spool`, messages published while the broker is unreachable go to that disk spool
-    instead (any QoS), bounded there, and are replayed in order once connected; the spool is opened
-    by connect()/start() and closed by disconnect(), and what is not yet delivered stays in it.
+    With `settings.spool`, messages published while the broker is unreachable, or beyond `max_queued`
+    while it is slow, go to that disk spool instead (any QoS), bounded there, and are replayed in order;
+    the spool is opened by connect()/start() and closed by disconnect(), and what is not yet delivered
+    stays in it for the next start.
     """
 
     def __init__(self, settings: MqttSettings, max_queued: int = 0):
@@ -89,9 +90,9 @@ class MqttClient(Connection):
         code (MQTT v5, e.g. 0x87 for a topic the ACL forbids), AckTimeoutError, QueueFullError, or
         NotConnectedError (QoS 0 is not queued while reconnecting; QoS>0 is).
 
-        With a spool, a message published while disconnected or while the spool is being replayed is
-        spooled instead and the call returns at once (`spooled=True`, whatever `wait` says); SpoolFullError
-        (a QueueFullError) when the spool cannot take it.
+        With a spool, a message published while disconnected, while paho's queue is full (max_queued) or
+        while the spool is being replayed is spooled instead and the call returns at once (`spooled=True`,
+        whatever `wait` says); SpoolFullError (a QueueFullError) when the spool cannot take it.
         """
         check_publish(topic, qos)
         client = self._live_client("publish")
@@ -105,9 +106,10 @@ class MqttClient(Connection):
             return _SPOOLED
         try:
             return self._publisher.publish(client, topic, payload, qos, retain, timeout, properties)
-        except NotConnectedError:  # QoS 0 in the moment between losing the broker and hearing of it
-            outbox.spool_now(message)
-            return _SPOOLED
+        except (NotConnectedError, QueueFullError):  # the broker just went away, or is slower than the publisher
+            if outbox.spool_now(message):
+                return _SPOOLED
+            raise
 
     def subscribe(self, topic_filter: str, handler: MessageHandler, qos: int = 1, timeout: float | None = None) -> int:
         """Subscribe and route matching messages to `handler` (called on paho's thread); returns the granted QoS.

@@ -67,18 +67,24 @@ class Outbox:
     # --- publishers' threads -----------------------------------------------------------------------
 
     def admit(self, message: SpooledMessage) -> bool:
-        """Spool `message` unless the outbox is live; True when it was spooled (the caller must not send it)."""
+        """Spool `message` unless the outbox is live (or closed); True when it was spooled (the caller must not send it)."""
         with self._cond:
-            if self._live:
+            if self._live or self._closing:
                 return False
             self._append(message)
             return True
 
-    def spool_now(self, message: SpooledMessage) -> None:
-        """Spool `message` whatever the mode (paho just refused it for want of a connection)."""
+    def spool_now(self, message: SpooledMessage) -> bool:
+        """Spool `message` whatever the mode (paho just refused it: no connection, or its queue is full).
+
+        Later publishes are spooled too until the replay has caught up, so they keep their order. False when closed.
+        """
         with self._cond:
+            if self._closing:
+                return False
             self._live = False
             self._append(message)
+            return True
 
     def wait_drained(self, timeout: float) -> bool:
         """Wait until the spool is replayed and acknowledged and the outbox is live; False after `timeout` s."""

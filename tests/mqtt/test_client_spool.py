@@ -232,6 +232,28 @@ def test_mqtt_client_with_spool_when_the_broker_restarts_mid_replay_loses_nothin
     )
 
 
+def test_mqtt_client_with_spool_when_the_broker_stalls_the_overflow_of_max_queued_waits_in_the_spool_in_order(
+    start_broker: BrokerFactory, topic_prefix: str, tmp_path: Path
+) -> None:
+    # given a publisher holding at most 10 messages in memory, and a broker that stops answering
+    broker = start_broker(extra_config=ROOMY)
+    inbox = Inbox()
+    publisher = MqttClient(broker.settings(spool=SpoolSettings(path=tmp_path / "spool.db")), max_queued=10)
+    with MqttClient(broker.settings()) as subscriber, publisher:
+        subscriber.subscribe(f"{topic_prefix}/#", inbox, qos=1)
+        broker.pause()
+
+        # when 300 are published while it is stalled, then it recovers
+        results = [publisher.publish(f"{topic_prefix}/r", str(i), qos=1, wait=False) for i in range(300)]
+        broker.resume()
+        received = inbox.wait_for(300, timeout=60)
+
+    # then
+    spooled = [r.spooled for r in results]
+    assert spooled[:10] == [False] * 10 and all(spooled[10:]), "beyond max_queued, messages go to the spool"
+    assert numbers(received) == list(range(300)), "nothing is dropped and the order holds"
+
+
 def test_mqtt_client_with_spool_when_connected_and_nothing_waits_publishes_live_and_waits_for_the_ack(
     start_broker: BrokerFactory, topic_prefix: str, tmp_path: Path
 ) -> None:

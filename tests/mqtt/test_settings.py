@@ -104,3 +104,18 @@ def test_mqtt_client_when_secrets_cannot_be_read_connect_raises_config_error_bef
     # when / then
     with pytest.raises(ConfigError, match="EDGE_TEST_UNSET_PASSWORD"):
         client.connect()
+
+
+def test_mqtt_settings_when_no_spool_is_configured_have_none_and_a_spool_entry_validates() -> None:
+    # given / when
+    default = MqttSettings()
+    configured = MqttSettings.model_validate({"spool": {"path": "/var/lib/edge-sdk/spool.db", "max_messages": 500}})
+
+    # then
+    assert default.spool is None, "the spool is off unless configured"
+    assert configured.spool is not None and configured.spool.max_messages == 500, "limits come from the file"
+    assert configured.spool.max_bytes == 64 * 2**20 and not configured.spool.durable, "with sensible defaults"
+    with pytest.raises(ValidationError, match="max_bytes"):
+        MqttSettings.model_validate({"spool": {"path": "s.db", "max_bytes": 10}})
+    with pytest.raises(ValidationError, match="Extra inputs"):
+        MqttSettings.model_validate({"spool": {"path": "s.db", "size": 10}})
