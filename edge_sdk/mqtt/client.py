@@ -3,9 +3,9 @@
 paho's network loop runs in its background thread and reconnects by itself with the settings'
 back-off. On top of it: a blocking connect that says *why* it failed (`connection`), publish and
 subscribe that wait for the broker's acknowledgement and raise typed errors carrying the reason
-code (`publishing`, `subscriptions`), re-subscription after a reconnect that lost the session, and
-an observable connection state (`state`), and optionally a disk spool for messages published while
-the broker is unreachable (`spool`, `outbox`). This module puts those pieces together.
+code (`publishing`, `subscriptions`), re-subscription after a reconnect that lost the session, an
+observable connection state (`state`), and optionally a disk spool for messages published while the
+broker is unreachable (`spool`, `outbox`). This module puts those pieces together.
 """
 
 from __future__ import annotations

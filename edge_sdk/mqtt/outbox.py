@@ -125,32 +125,40 @@ class Outbox:
         return self._closing or (self._connected and (not self._live or bool(self._pending)))
 
     def _run(self) -> None:
-        try:
-            self._replay()
-        except Exception:  # the spool stays on disk; the next start replays it
-            log.exception("MQTT spool %s: the replay stopped", self.spool.path)
-
-    def _replay(self) -> None:
         checked = 0  # the connection whose older messages in paho are known to be acknowledged
+        failing = False
         while True:
             with self._cond:
                 self._cond.wait_for(self._has_work)
                 if self._closing:
                     return
                 generation, live = self._generation, self._live
-            if generation != checked:
-                if self._pending:
-                    self._collect(POLL_S)
-                    continue
-                if not self._acks.wait_until_settled(POLL_S):
-                    continue
-                checked = generation
-            progressed = False if live else self._hand_over(generation)
-            if self._pending:
-                self._collect(0.0 if progressed else POLL_S)
-            elif not progressed and not live:
+            try:
+                checked = self._step(generation, live, checked)
+                failing = False
+            except Exception:  # e.g. the disk; the rows stay in the spool, so try again shortly
+                if not failing:
+                    log.exception("MQTT spool %s: the replay failed; retrying", self.spool.path)
+                failing = True
                 with self._cond:
-                    self._cond.wait(POLL_S)
+                    self._cond.wait(1.0)
+
+    def _step(self, generation: int, live: bool, checked: int) -> int:
+        """One round of the replay; returns the connection generation now known to be safe to hand rows to."""
+        if generation != checked:
+            if self._pending:
+                self._collect(POLL_S)
+                return checked
+            if not self._acks.wait_until_settled(POLL_S):
+                return checked
+            checked = generation
+        progressed = False if live else self._hand_over(generation)
+        if self._pending:
+            self._collect(0.0 if progressed else POLL_S)
+        elif not progressed and not live:
+            with self._cond:
+                self._cond.wait(POLL_S)
+        return checked
 
     def _hand_over(self, generation: int) -> bool:
         """Hand the next rows to paho, within the window; True when some were handed over."""
