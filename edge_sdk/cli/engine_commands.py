@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,15 +14,16 @@ from rich.markup import escape
 from rich.table import Table
 
 from edge_sdk.engines.benchmark import benchmark_engine
-from edge_sdk.engines.calibration import int8_settings, make_calibration
+from edge_sdk.engines.calibration import Calibration, int8_settings, make_calibration
 from edge_sdk.engines.calibration.setup import TaskKind
-from edge_sdk.engines.engine import prepare_engine, verify_cache
+from edge_sdk.engines.engine import PreparedEngine, prepare_engine, verify_cache
 from edge_sdk.engines.model_file import ModelFile
 from edge_sdk.engines.tensor_meta import select_input
 from edge_sdk.errors import ConfigError, SourceError
 from edge_sdk.graph.options import GraphOptions
 from edge_sdk.pipeline.config import load_pipeline
 from edge_sdk.precision import PRECISIONS, Precision
+from edge_sdk.profiles import DeviceProfile
 
 from .context import CliContext
 
@@ -30,55 +33,75 @@ profile_option = click.option("--profile", "profile_name", help="Device profile 
 precision_option = click.option("--precision", type=click.Choice(PRECISIONS), help="Default: the profile's.")
 
 
-@click.command()
-@model_argument
-@profile_option
-@precision_option
-@click.option(
-    "--calib",
-    "calib",
-    type=click.Path(path_type=Path),
-    help="Calibration data for int8: a folder of images, a video, or an .npz (arrays by input name, optional labels).",
-)
-@click.option(
-    "--calib-method", type=click.Choice(["minmax", "entropy", "percentile"]), help="Default: the profile's (minmax)."
-)
-@click.option(
-    "--task",
-    type=click.Choice(["classification", "detection", "generic"]),
-    help="How int8 accuracy is measured. Default: from --pipeline's postprocess, else classification when the "
-    "data has labels, else generic (cosine per output).",
-)
-@click.option("--max-drop", type=float, help="Accuracy points int8 may lose (top-1 or matched boxes).")
-@click.option("--min-cosine", type=float, help="Lowest cosine similarity to FP32 each output may have.")
-@click.option(
-    "--fallback",
-    type=click.Choice(["none", "mixed"]),
-    help="When the accuracy gate fails: none = fail with a report; mixed = keep sensitive layers in float.",
-)
-@click.option(
-    "--pipeline",
-    "pipeline_path",
-    type=click.Path(path_type=Path, dir_okay=False),
-    help="Take preprocessing (folded into the engine as a run would) and postprocessing from this pipeline file.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON.")
-@pass_cli
-def build(
+def int8_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The options that say how an int8 engine is calibrated and gated (part of its cache key), and --pipeline."""
+    options = [
+        click.option(
+            "--calib",
+            type=click.Path(path_type=Path),
+            help="Calibration data for int8: a folder of images, a video, or an .npz (arrays by input name, "
+            "optional labels).",
+        ),
+        click.option(
+            "--calib-method",
+            type=click.Choice(["minmax", "entropy", "percentile"]),
+            help="Default: the profile's (minmax).",
+        ),
+        click.option(
+            "--task",
+            type=click.Choice(["classification", "detection", "generic"]),
+            help="How int8 accuracy is measured. Default: from --pipeline's postprocess, else classification when "
+            "the data has labels, else generic (cosine per output).",
+        ),
+        click.option("--max-drop", type=float, help="Accuracy points int8 may lose (top-1 or matched boxes)."),
+        click.option("--min-cosine", type=float, help="Lowest cosine similarity to FP32 each output may have."),
+        click.option(
+            "--fallback",
+            type=click.Choice(["none", "mixed"]),
+            help="When the accuracy gate fails: none = fail with a report; mixed = keep sensitive layers in float.",
+        ),
+        click.option(
+            "--pipeline",
+            "pipeline_path",
+            type=click.Path(path_type=Path, dir_okay=False),
+            help="Take preprocessing (folded into the engine as a run would) and postprocessing from this pipeline.",
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+@dataclass(frozen=True)
+class EngineRequest:
+    """What to prepare: the model, the profile, the precision, the graph passes and (int8) the calibration."""
+
+    model: ModelFile
+    profile: DeviceProfile
+    precision: Precision
+    graph: GraphOptions | None
+    calibration: Calibration | None
+
+    def prepare(self, ctx: CliContext) -> PreparedEngine:
+        return prepare_engine(
+            self.model, self.profile, self.precision, ctx.cache, graph=self.graph, calibration=self.calibration
+        )
+
+
+def engine_request(
     ctx: CliContext,
     model: Path,
     profile_name: str | None,
     precision: Precision | None,
-    calib: Path | None,
-    calib_method: str | None,
-    task: TaskKind | None,
-    max_drop: float | None,
-    min_cosine: float | None,
-    fallback: str | None,
-    pipeline_path: Path | None,
-    as_json: bool,
-) -> None:
-    """Build MODEL.onnx into a cached engine for the profile's backend (int8: calibrated and accuracy-gated)."""
+    calib: Path | None = None,
+    calib_method: str | None = None,
+    task: TaskKind | None = None,
+    max_drop: float | None = None,
+    min_cosine: float | None = None,
+    fallback: str | None = None,
+    pipeline_path: Path | None = None,
+) -> EngineRequest:
+    """Check the options and open the calibration data before any build work."""
     profile = ctx.profile(profile_name)
     pipeline = load_pipeline(pipeline_path) if pipeline_path else None
     precision = precision or (pipeline.model.precision if pipeline else None) or profile.default_precision
@@ -109,8 +132,23 @@ def build(
         given = ["--calib"] if calib is not None else [flag for flag, value in int8_flags.items() if value is not None]
         verb = "applies" if len(given) == 1 else "apply"
         raise ConfigError(f"{', '.join(given)} {verb} to int8 builds; expected --precision int8, got {precision}")
-    with ctx.console.status(f"Preparing {precision} engine for {model.name} on {profile.name}…"):
-        prepared = prepare_engine(model_file, profile, precision, ctx.cache, graph=graph, calibration=calibration)
+    return EngineRequest(model_file, profile, precision, graph, calibration)
+
+
+@click.command()
+@model_argument
+@profile_option
+@precision_option
+@int8_options
+@click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON.")
+@pass_cli
+def build(
+    ctx: CliContext, model: Path, profile_name: str | None, precision: Precision | None, as_json: bool, **int8: Any
+) -> None:
+    """Build MODEL.onnx into a cached engine for the profile's backend (int8: calibrated and accuracy-gated)."""
+    request = engine_request(ctx, model, profile_name, precision, **int8)
+    with ctx.console.status(f"Preparing {request.precision} engine for {model.name} on {request.profile.name}…"):
+        prepared = request.prepare(ctx)
     if as_json:
         click.echo(json.dumps(prepared.entry.manifest, indent=2))
         return
@@ -158,6 +196,7 @@ def describe_int8(int8: dict[str, Any]) -> list[str]:
 @model_argument
 @profile_option
 @precision_option
+@int8_options
 @click.option("--batch", "batches", default="1", show_default=True, help="Comma-separated batch sizes.")
 @click.option("--warmup", default=5, show_default=True, help="Untimed runs per batch size.")
 @click.option("--iterations", default=50, show_default=True, help="Timed runs per batch size.")
@@ -176,6 +215,7 @@ def bench(
     dynamic_size: int,
     image: Path | None,
     as_json: bool,
+    **int8: Any,
 ) -> None:
     """Latency p50/p99 and throughput per batch size, after warm-up."""
     try:
@@ -183,8 +223,9 @@ def bench(
     except ValueError:
         raise ConfigError(f"--batch: expected comma-separated integers like 1,2,4, got '{batches}'") from None
     frame = _read_image(image) if image else None
-    profile = ctx.profile(profile_name)
-    prepared = prepare_engine(model, profile, precision, ctx.cache)
+    request = engine_request(ctx, model, profile_name, precision, **int8)
+    profile = request.profile
+    prepared = request.prepare(ctx)
     with prepared.open() as runner:
         timings = benchmark_engine(runner, batch_sizes, warmup, iterations, dynamic_size, frame)
     if as_json:

@@ -58,6 +58,13 @@ def build_int8_model(
     calibration_set, held_out = samples.split(settings.holdout_every)
     read_seconds = time.perf_counter() - started
     gate = AccuracyGate.from_settings(settings)
+    log.info(
+        "int8: calibrating (%s) on %d samples of %s, checking accuracy on %d held out",
+        settings.method,
+        len(calibration_set),
+        calibration.reader.description,
+        len(held_out),
+    )
     with tempfile.TemporaryDirectory(prefix="edge-sdk-int8-") as tmp:
         workdir = Path(tmp)
         prepared = prepare_for_quantization(model.path, workdir / "model.prepared.onnx")
@@ -77,7 +84,7 @@ def build_int8_model(
             result = _mixed_precision(prepared, ranges, calibration, held_out, reference, gate)
             failures = gate.failures(result.report, names=NAMES)
         if failures:
-            raise EngineBuildError(_failure_paragraph(model, calibration, held_out, result, failures))
+            raise EngineBuildError(_failure_paragraph(calibration, held_out, result, failures))
         onnx.save(result.model, str(out_path))
     return {
         "method": settings.method,
@@ -121,9 +128,7 @@ def _mixed_precision(
     return Int8Result(found.model, tuple(found.excluded_nodes), found.report, search)
 
 
-def _failure_paragraph(
-    model: ModelFile, calibration: Calibration, held_out: SampleSet, result: Int8Result, failures: list[str]
-) -> str:
+def _failure_paragraph(calibration: Calibration, held_out: SampleSet, result: Int8Result, failures: list[str]) -> str:
     kept = f" even with {len(result.excluded_nodes)} layers kept in float" if result.excluded_nodes else ""
     advice = (
         "loosen the gate (--max-drop, --min-cosine), try another --calib-method or more calibration data"
