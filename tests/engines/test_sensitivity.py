@@ -11,6 +11,7 @@ import pytest
 
 from edge_sdk.engines.calibration import Int8Settings, SampleSet, TaskSpec
 from edge_sdk.engines.sensitivity import (
+    LayerSensitivity,
     SensitivityAnalysis,
     analyse_sensitivity,
     layer_sensitivity,
@@ -148,3 +149,15 @@ def test_plot_sensitivity_when_given_layers_writes_a_png(analysis: SensitivityAn
 def test_plot_sensitivity_when_no_layers_raises_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="at least one layer"):
         plot_sensitivity([], tmp_path / "empty.png")
+
+
+def test_plot_sensitivity_when_no_layer_loses_a_box_plots_the_score_drift(tmp_path: Path) -> None:
+    # given detection results where every drop is 0 (common on a few frames): the score drift separates them
+    layers = [
+        LayerSensitivity(f"conv_{i}", "Conv", 0.0, 0.9, "unmatched boxes (points)", score_drift=0.03 / (i + 1))
+        for i in range(5)
+    ]
+    # when
+    path = plot_sensitivity(layers, tmp_path / "detector.png")
+    # then
+    assert path.read_bytes().startswith(b"\x89PNG"), "a plot is still written"
