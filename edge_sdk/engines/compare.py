@@ -9,6 +9,7 @@ An engine spec is one of
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from edge_sdk.errors import ConfigError, EngineBuildError, ModelError
 from edge_sdk.precision import PRECISIONS, Precision
 from edge_sdk.profiles import DeviceProfile, ProfileCatalog
 
-from .accuracy import AccuracyReport, compare_outputs, run_samples
+from .accuracy import AccuracyGate, AccuracyReport, compare_outputs, run_samples
 from .cache import CacheEntry, EngineCache
 from .calibration import Calibration, SampleSet, open_calibration_data, task_spec
 from .model_file import ModelFile
@@ -160,15 +161,17 @@ class EngineComparison:
     report: AccuracyReport
     outputs_only_in: dict[str, list[str]] = field(default_factory=dict)
 
-    def failures(self, min_cosine: float | None) -> list[str]:
-        """Outputs below the cosine threshold, as sentences; empty means the check passed."""
-        if min_cosine is None:
+    def failures(self, min_cosine: float | None = None, max_drop: float | None = None) -> list[str]:
+        """What misses the thresholds, as sentences (empty = the check passed), judged like the int8 gate:
+        `max_drop` points of the task metric (top-1 accuracy or agreement, matched boxes), `min_cosine` per
+        output except for detection, whose raw outputs come in NMS order."""
+        if min_cosine is None and max_drop is None:
             return []
-        return [
-            f"output '{drift.name}': cosine {drift.cosine:.6f} < {min_cosine}"
-            for drift in self.report.outputs
-            if not drift.cosine >= min_cosine  # NaN fails too
-        ]
+        gate = AccuracyGate(
+            max_accuracy_drop=math.inf if max_drop is None else max_drop,
+            min_cosine=-math.inf if min_cosine is None else min_cosine,
+        )
+        return gate.failures(self.report, names=("A", "B"))
 
     def to_dict(self) -> dict[str, Any]:
         return {

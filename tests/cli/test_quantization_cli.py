@@ -83,7 +83,7 @@ def test_compare_when_int8_drifts_past_the_threshold_exits_1_then_the_cached_dig
     )
     # then
     assert strict.returncode == 1, f"a failed check exits 1: {strict.stdout} {strict.stderr}"
-    assert "FAIL output 'logits': cosine" in strict.stdout
+    assert "FAIL output 'logits' cosine similarity" in strict.stdout
     # when: the cached int8 engine by digest, with --json and a threshold it meets
     [digest] = [p.name for p in cache.iterdir() if not p.name.startswith(".")]
     loose = edge_sdk("compare", DIGITS_MODEL, digest[:8], *args, "--min-cosine", "0.99", "--json", cache=cache)

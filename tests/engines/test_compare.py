@@ -9,9 +9,10 @@ import numpy as np
 import onnx
 import pytest
 
+from edge_sdk.engines.accuracy import AccuracyReport, OutputDrift
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.engines.calibration import Int8Settings, make_calibration
-from edge_sdk.engines.compare import CompareSetup, EngineSpec, compare_engines, parse_engine_spec
+from edge_sdk.engines.compare import CompareSetup, EngineComparison, EngineSpec, compare_engines, parse_engine_spec
 from edge_sdk.errors import ConfigError, ModelError
 from edge_sdk.pipeline.config import load_pipeline
 from edge_sdk.profiles import ProfileCatalog
@@ -195,3 +196,22 @@ def test_compare_engines_when_pipeline_folds_preprocessing_matches_numpy_preproc
     [entry] = setup.cache.entries()
     passes = [report["name"] for report in entry.manifest["facts"]["graph_passes"]]
     assert "preprocess_folding" in passes, "the engine side must really take raw frames"
+
+
+def test_engine_comparison_when_detection_judges_matched_boxes_not_raw_cosine() -> None:
+    # given a detection comparison: boxes in another NMS order (low raw cosine), one box in ten lost
+    report = AccuracyReport(
+        samples=10,
+        outputs=(OutputDrift("detection_boxes:0", 0.75, 0.9, 0.3),),
+        matched_boxes=0.9,
+        score_drift=0.02,
+        reference_boxes=10,
+        candidate_boxes=9,
+        task="detection",
+    )
+    comparison = EngineComparison("A", "B", 10, report)
+    # then
+    assert comparison.failures(min_cosine=0.99) == [], "raw detection tensors are not compared by cosine"
+    [failure] = comparison.failures(min_cosine=0.99, max_drop=5.0)
+    assert "matched boxes 90.00%" in failure and "10.00 points lost" in failure
+    assert comparison.failures(max_drop=10.0) == []
