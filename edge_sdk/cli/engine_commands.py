@@ -18,10 +18,10 @@ from edge_sdk.engines.calibration import Calibration, int8_settings, make_calibr
 from edge_sdk.engines.calibration.setup import TaskKind
 from edge_sdk.engines.engine import PreparedEngine, prepare_engine, verify_cache
 from edge_sdk.engines.model_file import ModelFile
-from edge_sdk.engines.tensor_meta import select_input
 from edge_sdk.errors import ConfigError, SourceError
 from edge_sdk.graph.options import GraphOptions
 from edge_sdk.pipeline.config import load_pipeline
+from edge_sdk.pipeline.models import pipeline_calibration, pipeline_graph
 from edge_sdk.precision import PRECISIONS, Precision
 from edge_sdk.profiles import DeviceProfile
 
@@ -106,28 +106,17 @@ def engine_request(
     pipeline = load_pipeline(pipeline_path) if pipeline_path else None
     precision = precision or (pipeline.model.precision if pipeline else None) or profile.default_precision
     model_file = ModelFile.load(model)
-    graph = None
-    if pipeline is not None and pipeline.preprocess.fold:
-        model_input = select_input(model_file.inputs, pipeline.model.input, "model.input")
-        graph = GraphOptions(preprocess=pipeline.preprocess, input_name=model_input.name)
+    graph = pipeline_graph(pipeline, model_file) if pipeline else None
     int8_flags = {"--calib-method": calib_method, "--task": task, "--max-drop": max_drop}
     int8_flags |= {"--min-cosine": min_cosine, "--fallback": fallback}
     calibration = None
-    if precision == "int8":
+    overrides = {"method": calib_method, "max_accuracy_drop": max_drop, "min_cosine": min_cosine, "fallback": fallback}
+    if precision == "int8" and pipeline is not None:
+        calibration = pipeline_calibration(pipeline, model_file, profile, calib, task=task, **overrides)
+    elif precision == "int8":
         if calib is None:
             raise ConfigError("precision int8 needs calibration data: add --calib DATA (images folder, video or .npz)")
-        settings = int8_settings(
-            profile.int8, method=calib_method, max_accuracy_drop=max_drop, min_cosine=min_cosine, fallback=fallback
-        )
-        calibration = make_calibration(
-            calib,
-            model_file,
-            settings,
-            task,
-            preprocess=pipeline.preprocess if pipeline else None,
-            postprocess=pipeline.postprocess if pipeline else None,
-            input_name=pipeline.model.input if pipeline else None,
-        )
+        calibration = make_calibration(calib, model_file, int8_settings(profile.int8, **overrides), task)
     elif calib is not None or any(value is not None for value in int8_flags.values()):
         given = ["--calib"] if calib is not None else [flag for flag, value in int8_flags.items() if value is not None]
         verb = "applies" if len(given) == 1 else "apply"

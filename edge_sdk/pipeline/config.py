@@ -19,12 +19,35 @@ from edge_sdk.yaml_model import load_yaml_model
 from .preprocess import PreprocessSpec
 
 
+class CalibrationSpec(BaseModel):
+    """Data and gate for an int8 engine; unset settings come from the device profile's `int8` block."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    data: Path = Field(description="A folder of images, a video, or an .npz; relative to the pipeline file.")
+    method: Literal["minmax", "entropy", "percentile"] | None = Field(
+        None, description="How activation ranges are calibrated; the profile's when null."
+    )
+    max_accuracy_drop: float | None = Field(
+        None, ge=0.0, le=100.0, description="Points int8 may lose (top-1 or matched boxes); the profile's when null."
+    )
+    min_cosine: float | None = Field(
+        None, ge=0.0, le=1.0, description="Lowest cosine similarity to FP32 per output; the profile's when null."
+    )
+    fallback: Literal["none", "mixed"] | None = Field(
+        None, description="When the gate fails: none = fail; mixed = keep sensitive layers in float."
+    )
+
+
 class ModelSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     path: Path = Field(description="ONNX model; relative to the pipeline file.")
     input: str | None = Field(None, description="Input that receives frames; needed when the model has several.")
     precision: Precision | None = Field(None, description="Engine precision; the profile's default when null.")
+    calibration: CalibrationSpec | None = Field(
+        None, description="Calibration data and accuracy gate; required when the precision is int8."
+    )
 
 
 class PrometheusSpec(BaseModel):

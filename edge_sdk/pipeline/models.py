@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from contextlib import ExitStack
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.engines.engine import PreparedEngine, prepare_engine
 from edge_sdk.engines.model_file import ModelFile
 from edge_sdk.engines.tensor_meta import TensorMeta, select_input
+from edge_sdk.errors import ConfigError
 from edge_sdk.postprocess import build_postprocessor
 from edge_sdk.postprocess.cascade import Cascade, NoCascade
 from edge_sdk.postprocess.classification import ClassificationPostprocessor
@@ -16,6 +19,10 @@ from edge_sdk.profiles import DeviceProfile
 
 from .config import PipelineConfig
 from .preprocess import Preprocessor
+
+if TYPE_CHECKING:
+    from edge_sdk.engines.calibration import Calibration
+    from edge_sdk.graph.options import GraphOptions
 
 
 @dataclass(frozen=True)
@@ -32,8 +39,6 @@ class PreparedModels:
 
 def prepare_models(config: PipelineConfig, profile: DeviceProfile, cache: EngineCache | None) -> PreparedModels:
     """Every model/pipeline mismatch is reported before any engine is built."""
-    from edge_sdk.graph.options import GraphOptions
-
     model = ModelFile.load(config.model.path)
     model_input = select_input(model.inputs, config.model.input, "model.input")
     Preprocessor(config.preprocess, model_input)
@@ -45,15 +50,55 @@ def prepare_models(config: PipelineConfig, profile: DeviceProfile, cache: Engine
             config.cascade.preprocess, select_input(cascade_model.inputs, config.cascade.input, "cascade.input")
         )
         ClassificationPostprocessor(config.cascade.postprocess).check_outputs(cascade_model.outputs)
+    precision = config.model.precision or profile.default_precision
+    calibration = pipeline_calibration(config, model, profile) if precision == "int8" else None
     # The cascade classifier stays unfolded: its crops are cut and preprocessed in the output stage.
-    graph = GraphOptions(preprocess=config.preprocess, input_name=model_input.name) if config.preprocess.fold else None
-    primary = prepare_engine(model, profile, config.model.precision, cache, graph=graph)
+    graph = pipeline_graph(config, model)
+    primary = prepare_engine(model, profile, precision, cache, graph=graph, calibration=calibration)
     cascade = (
         prepare_engine(cascade_model, profile, config.cascade.precision, cache)
         if config.cascade is not None and cascade_model is not None
         else None
     )
     return PreparedModels(primary, _engine_input(primary, model_input, config.preprocess.fold), cascade)
+
+
+def pipeline_graph(config: PipelineConfig, model: ModelFile) -> GraphOptions | None:
+    """The graph passes a run of this pipeline builds its engine with: preprocessing folded when asked."""
+    from edge_sdk.graph.options import GraphOptions
+
+    if not config.preprocess.fold:
+        return None
+    model_input = select_input(model.inputs, config.model.input, "model.input")
+    return GraphOptions(preprocess=config.preprocess, input_name=model_input.name)
+
+
+def pipeline_calibration(
+    config: PipelineConfig, model: ModelFile, profile: DeviceProfile, data: Path | None = None, **overrides: object
+) -> Calibration:
+    """The int8 calibration of this pipeline's model: `data` and `overrides` (from the CLI) win over the
+    pipeline's `model.calibration`, which wins over the profile's `int8` settings."""
+    from edge_sdk.engines.calibration import int8_settings, make_calibration
+
+    spec = config.model.calibration
+    data = data or (spec.data if spec else None)
+    if data is None:
+        raise ConfigError(
+            "precision int8 needs calibration data: set model.calibration.data in the pipeline "
+            "(a folder of images, a video or an .npz) or pass --calib DATA"
+        )
+    from_pipeline = spec.model_dump(exclude={"data"}, exclude_none=True) if spec else {}
+    task = overrides.pop("task", None)
+    settings = int8_settings(profile.int8, **(from_pipeline | {k: v for k, v in overrides.items() if v is not None}))
+    return make_calibration(
+        data,
+        model,
+        settings,
+        task,  # type: ignore[arg-type]
+        preprocess=config.preprocess,
+        postprocess=config.postprocess,
+        input_name=config.model.input,
+    )
 
 
 def _engine_input(primary: PreparedEngine, model_input: TensorMeta, folded: bool) -> TensorMeta:
