@@ -42,6 +42,8 @@ COMMAND_NAMES: Final = ("deploy", "rollback", "start", "stop", "set_profile", "r
 REFUSED: Final = "refused"
 HEALTH_FAILED: Final = "health_failed"
 ACTIVATION_FAILED: Final = "activation_failed"
+DEPLOY_FAILED: Final = "deploy_failed"
+"""Artifacts could not be received, stored or downloaded; nothing was activated."""
 BAD_REQUEST: Final = "bad_request"
 UNKNOWN_COMMAND: Final = "unknown_command"
 INTERNAL: Final = "internal"
@@ -134,7 +136,11 @@ class LastDeploy(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     version: StrictInt | None = Field(description="The manifest version (null when it could not be read).")
-    outcome: Literal["active", "rolled_back", "refused", "failed"] = Field(description="What happened.")
+    outcome: Literal["active", "rolled_back", "refused", "failed", "pending"] = Field(
+        description="active; rolled_back (health or activation failed, the previous version runs); refused "
+        "(signature, expiry, target, replay, downgrade, format); failed (artifacts could not be stored); pending "
+        "(a desired deployment waits for inline chunks: `reason` lists the missing ones)."
+    )
     reason: str | None = Field(None, max_length=4096, description="Why, when it was not activated.")
     at: AwareDatetime = Field(description="When.")
 
