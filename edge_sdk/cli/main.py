@@ -17,6 +17,7 @@ from .fleet_keys_commands import fleet
 from .graph_commands import inspect
 from .pipeline_commands import run
 from .profile_commands import profiles
+from .quantization_commands import compare, sensitivity
 from .system_commands import doctor, schema
 
 
@@ -42,7 +43,7 @@ def cli(ctx: click.Context, debug: bool, profile_dir: Path | None, cache_dir: Pa
     ctx.obj = CliContext(profile_dir=profile_dir, cache_dir=cache_dir)
 
 
-for command in (profiles, build, cache, bench, inspect, run, doctor, schema, fleet):
+for command in (profiles, build, cache, bench, inspect, compare, sensitivity, run, doctor, schema, fleet):
     cli.add_command(command)
 
 
