@@ -1,0 +1,386 @@
+"""The device agent: one MQTT connection, presence, commands, deployments and desired/reported state.
+
+    agent = Agent(load_agent_config(Path("agent.yaml")))
+    agent.start()   # connects in the background, keeps reconnecting with the broker settings' back-off
+    ...
+    agent.stop()    # publishes offline presence, disconnects
+
+Topics are `DeviceTopics(device_id)`. The agent subscribes (QoS 1) to `cmd`, `desired` and
+`artifacts/<version>/<name>`; it publishes retained presence on `state` (with a retained offline last
+will), answers every command on `resp` with the command's correlation data, and keeps a retained
+reported state on `reported`. Every message is handled on one worker thread in arrival order, so
+paho's network thread never waits for an engine build, and a message that cannot be decoded or a
+handler that fails is answered or logged, never fatal.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from edge_sdk import __version__
+from edge_sdk.engines.cache import EngineCache
+from edge_sdk.errors import ArtifactError, ChunkError, ConfigError, FleetError
+from edge_sdk.mqtt import ConnectionEvent, ConnectionState, Message, MqttClient, MqttError, MqttSettings, Will
+from edge_sdk.mqtt.topics import DeviceTopics
+from edge_sdk.profiles import DeviceProfile, ProfileCatalog
+
+from .agent_config import AgentConfig
+from .agent_state import AgentState
+from .artifacts import ArtifactStore
+from .commands import COMMANDS, CommandError
+from .deploy import Deployer, DeployResult
+from .manifest import DeviceIdentity
+from .protocol import (
+    BAD_REQUEST,
+    INTERNAL,
+    UNKNOWN_COMMAND,
+    DesiredState,
+    LastDeploy,
+    Presence,
+    ProtocolError,
+    ReportedState,
+    Response,
+    decode_command,
+    decode_desired,
+    encode_message,
+    error_response,
+    offline_presence,
+    utc_now,
+)
+from .signing import load_trusted_keys
+
+log = logging.getLogger(__name__)
+
+STOP_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True)
+class _Work:
+    kind: str  # "command" | "desired" | "chunk" | "connected" | "converge" | "stop"
+    message: Message | None = None
+
+
+class Agent:
+    """The device side of fleet control (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: AgentConfig,
+        *,
+        now: Callable[[], datetime] = utc_now,
+        profile: DeviceProfile | None = None,
+        client: Callable[[MqttSettings], MqttClient] = MqttClient,
+    ):
+        self.config = config
+        self.topics = DeviceTopics(config.device_id)
+        self.store = ArtifactStore(config.store_dir, keep=config.keep_versions)
+        self.store.remove_stale()
+        self.state = AgentState.load(config.store_dir / "agent-state.json")
+        self._catalog = ProfileCatalog(config.profile_dir)
+        self._profile = profile or self._catalog.resolve(self.state.profile or config.profile)
+        self._now = now
+        self.deployer = Deployer(
+            self.store,
+            _trusted_keys(config.trusted_keys_dir),
+            identity=self.identity,
+            profile=lambda: self._profile,
+            now=now,
+            cache=EngineCache(config.engine_cache_dir) if config.engine_cache_dir else None,
+        )
+        self.client = client(self._settings())
+        self._queue: queue.Queue[_Work] = queue.Queue()
+        self._chunk_bytes = 0
+        self._chunk_lock = threading.Lock()
+        self._desired: DesiredState | None = None
+        self._worker: threading.Thread | None = None
+        self._remove_listener: Callable[[], None] | None = None
+        self.handled = 0
+        """Messages handled by the worker (tests wait on it)."""
+
+    # ---------------------------------------------------------------- lifecycle
+    def start(self) -> None:
+        """Start the worker, connect in the background and subscribe (renewed on every reconnect)."""
+        self._worker = threading.Thread(target=self._work, name=f"edge-agent-{self.config.device_id}", daemon=True)
+        self._worker.start()
+        self._remove_listener = self.client.add_listener(self._on_connection)
+        self.client.start()
+        self.client.subscribe(self.topics.cmd, self._enqueue("command"), qos=1)
+        self.client.subscribe(self.topics.desired, self._enqueue("desired"), qos=1)
+        self.client.subscribe(self.topics.artifacts("#"), self._on_chunk, qos=1)
+        log.info("agent %s started (profile %s)", self.config.device_id, self._profile.name)
+
+    def stop(self) -> None:
+        """Publish offline presence (retained), disconnect cleanly, stop the worker."""
+        if self._remove_listener is not None:
+            self._remove_listener()
+        if self.client.is_connected:
+            try:
+                self.client.publish(self.topics.state, offline_presence(self.config.device_id), qos=1, retain=True)
+            except MqttError as exc:
+                log.warning("could not publish offline presence: %s", exc)
+        self.client.disconnect(flush_timeout=STOP_TIMEOUT_S)
+        self._queue.put(_Work("stop"))
+        if self._worker is not None:
+            self._worker.join(STOP_TIMEOUT_S)
+        self.deployer.close()
+
+    def __enter__(self) -> Agent:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    # ---------------------------------------------------------------- facts
+    def identity(self) -> DeviceIdentity:
+        return DeviceIdentity(self.config.device_id, self._profile.name, dict(self.config.labels))
+
+    @property
+    def profile(self) -> DeviceProfile:
+        return self._profile
+
+    def presence(self) -> Presence:
+        current = self.store.current_version()
+        models: list[str] = []
+        if current is not None:
+            try:
+                models = [a.name for a in self.store.manifest(current).artifacts if a.kind == "model"]
+            except ArtifactError as exc:
+                log.warning("cannot read the active manifest: %s", exc)
+        last = self.state.last_deploy
+        health = "degraded" if last is not None and last.outcome in ("rolled_back", "failed") else "ok"
+        return Presence(
+            device=self.config.device_id,
+            online=True,
+            profile=self._profile.name,
+            labels=dict(self.config.labels),
+            sdk_version=__version__,
+            active_version=current,
+            models=models,
+            pipelines=list(self.state.pipelines),
+            health=health,
+            since=self._now(),
+        )
+
+    def reported(self) -> ReportedState:
+        return ReportedState(
+            device=self.config.device_id,
+            applied_revision=self.state.applied_revision,
+            active_version=self.store.current_version(),
+            last_deploy=self.state.last_deploy,
+            pipelines=list(self.state.pipelines),
+        )
+
+    # ---------------------------------------------------------------- what commands do
+    def apply_deployment(self, signed: bytes) -> DeployResult:
+        """Run one deployment and record its outcome (reported state and presence are republished)."""
+        result = self.deployer.deploy(signed)
+        outcome = result.outcome
+        if outcome is not None:
+            self.state.last_deploy = LastDeploy(
+                version=result.version,
+                outcome=outcome,
+                reason=result.message if outcome != "active" else None,
+                at=self._now(),
+            )
+            self.state.save()
+            self._publish_facts()
+        return result
+
+    def set_pipeline(self, name: str, running: bool) -> list[str]:
+        """Record a pipeline as running or stopped (no pipeline process is started yet)."""
+        pipelines = [p for p in self.state.pipelines if p != name] + ([name] if running else [])
+        self.state.pipelines = sorted(pipelines)
+        self.state.save()
+        self._publish_facts()
+        return list(self.state.pipelines)
+
+    def set_profile(self, name: str) -> None:
+        self._profile = self._catalog.load(name)
+        self.state.profile = name
+        self.state.save()
+        self._publish_facts()
+
+    # ---------------------------------------------------------------- MQTT side (paho's thread)
+    def _settings(self) -> MqttSettings:
+        settings = self.config.broker
+        update: dict[str, Any] = {
+            "will": Will(topic=self.topics.state, payload=offline_presence(self.config.device_id).decode(), qos=1)
+        }
+        if not settings.client_id:
+            update["client_id"] = self.config.device_id
+        return settings.model_copy(update=update)
+
+    def _enqueue(self, kind: str) -> Callable[[Message], None]:
+        def handler(message: Message) -> None:
+            self._queue.put(_Work(kind, message))
+
+        return handler
+
+    def _on_chunk(self, message: Message) -> None:
+        size = len(message.payload)
+        with self._chunk_lock:
+            if self._chunk_bytes + size > self.config.max_pending_chunk_bytes:
+                log.warning("dropped a chunk on %s: %d chunk bytes already wait", message.topic, self._chunk_bytes)
+                return
+            self._chunk_bytes += size
+        self._queue.put(_Work("chunk", message))
+
+    def _on_connection(self, event: ConnectionEvent) -> None:
+        if event.state is ConnectionState.CONNECTED:
+            self._queue.put(_Work("connected"))
+
+    # ---------------------------------------------------------------- the worker
+    def _work(self) -> None:
+        while True:
+            work = self._queue.get()
+            if work.kind == "stop":
+                return
+            try:
+                self._handle(work)
+            except Exception:  # the agent outlives any one message
+                log.exception("agent: handling a %s message failed", work.kind)
+            finally:
+                self.handled += 1
+
+    def _handle(self, work: _Work) -> None:
+        if work.kind == "connected":
+            self._publish_facts()
+            self._converge()
+        elif work.kind == "converge":
+            self._converge()
+        elif work.message is None:
+            return
+        elif work.kind == "command":
+            self._command(work.message)
+        elif work.kind == "desired":
+            self._on_desired(work.message)
+        elif work.kind == "chunk":
+            try:
+                self._chunk(work.message)
+            finally:
+                with self._chunk_lock:
+                    self._chunk_bytes -= len(work.message.payload)
+
+    def _command(self, message: Message) -> None:
+        try:
+            command = decode_command(message.payload, max_bytes=self.config.max_command_bytes)
+        except ProtocolError as exc:
+            log.warning("refused a command: %s", exc)
+            self._respond(message, error_response(None, self.config.device_id, BAD_REQUEST, str(exc), exc.reason))
+            return
+        handler = COMMANDS.get(command.name)
+        device = self.config.device_id
+        if handler is None:
+            known = ", ".join(sorted(COMMANDS))
+            response = error_response(
+                command, device, UNKNOWN_COMMAND, f"expected one of {known}, got {command.name!r}"
+            )
+        else:
+            try:
+                result = handler(self, command.args)
+                response = Response(id=command.id, device=device, name=command.name, ok=True, result=result)
+            except CommandError as exc:
+                response = error_response(command, device, exc.reason, str(exc), exc.detail)
+                response = response.model_copy(update={"result": exc.result})
+            except FleetError as exc:
+                response = error_response(command, device, BAD_REQUEST, str(exc), exc.reason)
+            except Exception as exc:
+                log.exception("command %s failed", command.name)
+                response = error_response(command, device, INTERNAL, f"{type(exc).__name__}: {exc}")
+        self._respond(message, response)
+
+    def _respond(self, message: Message, response: Response) -> None:
+        correlation = message.correlation_data
+        if correlation is None and response.id != "unknown":
+            correlation = response.id.encode()
+        try:
+            self.client.publish(
+                self.topics.resp, encode_message(response), qos=1, wait=False, correlation_data=correlation
+            )
+        except MqttError as exc:
+            log.warning("could not answer command %s: %s", response.id, exc)
+
+    def _chunk(self, message: Message) -> None:
+        levels = message.topic[len(self.topics.artifacts()) + 1 :].split("/")
+        if len(levels) != 2 or not levels[0].isdigit() or len(levels[0]) > 19:
+            log.warning("dropped a message on %s: expected artifacts/<version>/<name>", message.topic)
+            return
+        try:
+            complete = self.deployer.accept_chunk(int(levels[0]), levels[1], message.payload)
+        except (ChunkError, ArtifactError) as exc:
+            log.warning("dropped a chunk on %s: %s", message.topic, exc)
+            return
+        desired = self._desired
+        if complete and desired is not None and desired.revision > self.state.applied_revision:
+            self._converge()
+
+    def _on_desired(self, message: Message) -> None:
+        if not message.payload:
+            return  # retained desired state cleared
+        try:
+            desired = decode_desired(message.payload, max_bytes=self.config.max_command_bytes)
+        except ProtocolError as exc:
+            log.warning("refused a desired state: %s", exc)
+            return
+        if self._desired is not None and desired.revision <= self._desired.revision:
+            return
+        self._desired = desired
+        self._converge()
+
+    def _converge(self) -> None:
+        """Bring the device to the newest desired state it has not applied yet."""
+        desired = self._desired
+        if desired is None or desired.revision <= self.state.applied_revision:
+            return
+        log.info("converging to desired revision %d", desired.revision)
+        applied = True
+        if desired.deployment is not None:
+            result = self.apply_deployment(desired.deployment.encode("utf-8", errors="surrogatepass"))
+            if result.status == "need_chunks":
+                applied = False
+                self.state.last_deploy = LastDeploy(
+                    version=result.version,
+                    outcome="pending",
+                    reason=f"need_chunks: {json.dumps(result.missing, separators=(',', ':'))}"[:4096],
+                    at=self._now(),
+                )
+            elif result.status == "deploy_failed":
+                applied = False  # e.g. a download failed: tried again on the next connect
+        self.state.pipelines = sorted(set(desired.pipelines))
+        if applied:
+            self.state.applied_revision = desired.revision
+        self.state.save()
+        self._publish_facts()
+
+    def _publish_facts(self) -> None:
+        for topic, message in ((self.topics.state, self.presence()), (self.topics.reported, self.reported())):
+            try:
+                self.client.publish(topic, encode_message(message), qos=1, retain=True, wait=False)
+            except MqttError as exc:
+                log.warning("could not publish %s: %s", topic, exc)
+
+
+def _trusted_keys(folder: Path) -> list[Any]:
+    paths = sorted(folder.glob("*.pub")) if folder.is_dir() else []
+    if not paths:
+        raise ConfigError(f"{folder}: expected the operators' public keys (*.pub) the device trusts, found none")
+    return load_trusted_keys(paths)
+
+
+def run_agent(config: AgentConfig, stop: threading.Event) -> None:
+    """Run until `stop` is set (the CLI sets it on SIGTERM / SIGINT)."""
+    agent = Agent(config)
+    agent.start()
+    try:
+        stop.wait()
+    finally:
+        agent.stop()

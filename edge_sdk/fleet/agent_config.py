@@ -1,0 +1,85 @@
+"""`agent.yaml`: who the device is, how it reaches the broker, where it keeps versions, whom it trusts.
+
+Relative paths in the file are relative to the file's folder, so a config folder can be moved as a whole
+(certificates, trusted keys and the config side by side).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from edge_sdk.errors import ConfigError
+from edge_sdk.mqtt import MqttSettings, SpoolSettings, TlsSettings
+from edge_sdk.yaml_model import load_yaml_model
+
+from .manifest import IDENTIFIER_PATTERN
+from .protocol import MAX_COMMAND_BYTES
+
+Identifier = Annotated[str, Field(pattern=IDENTIFIER_PATTERN)]
+
+
+class AgentConfig(BaseModel):
+    """The device agent's configuration (`edge-sdk agent --config agent.yaml`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    device_id: Identifier = Field(description="This device's id: the common name of its client certificate.")
+    broker: MqttSettings = Field(
+        description="Broker connection: TLS with the device certificate, clean_start false (persistent session)."
+    )
+    store_dir: Path = Field(description="Artifact store: one folder per deployed version, `current` link, state.")
+    trusted_keys_dir: Path = Field(
+        Path("trusted-keys"), description="Folder of the operators' Ed25519 public keys (*.pub) the device trusts."
+    )
+    profile: Identifier | None = Field(None, description="Device profile name; detected from the host when null.")
+    profile_dir: Path | None = Field(None, description="Folder of device profiles; the shipped ones when null.")
+    labels: dict[Identifier, Annotated[str, Field(max_length=256)]] = Field(
+        default_factory=dict, description="Labels deployments can select on, e.g. {site: lyon}."
+    )
+    engine_cache_dir: Path | None = Field(None, description="Engine cache folder; the SDK's default when null.")
+    keep_versions: int = Field(3, ge=2, le=100, description="Versions kept on disk (at least current and previous).")
+    max_command_bytes: int = Field(
+        MAX_COMMAND_BYTES, ge=1024, le=64 * 2**20, description="Larger commands and desired states are refused."
+    )
+    max_pending_chunk_bytes: int = Field(
+        256 * 2**20, ge=2**20, description="Chunk bytes waiting to be written; beyond it chunks are dropped (resent)."
+    )
+
+    def resolved(self, base: Path) -> AgentConfig:
+        """A copy whose relative paths are made absolute against `base` (the config file's folder)."""
+
+        def fix(path: Path | None) -> Path | None:
+            return None if path is None or path.is_absolute() else (base / path).resolve()
+
+        update: dict[str, object] = {}
+        for name in ("store_dir", "trusted_keys_dir", "profile_dir", "engine_cache_dir"):
+            fixed = fix(getattr(self, name))
+            if fixed is not None:
+                update[name] = fixed
+        broker_update: dict[str, object] = {}
+        tls = self.broker.tls
+        if tls is not None:
+            tls_update = {
+                name: fix(getattr(tls, name))
+                for name in ("ca_file", "cert_file", "key_file")
+                if fix(getattr(tls, name)) is not None
+            }
+            broker_update["tls"] = TlsSettings.model_validate({**tls.model_dump(), **tls_update})
+        spool = self.broker.spool
+        if spool is not None and not spool.path.is_absolute():
+            broker_update["spool"] = SpoolSettings.model_validate({**spool.model_dump(), "path": fix(spool.path)})
+        if self.broker.password_file is not None and not self.broker.password_file.is_absolute():
+            broker_update["password_file"] = fix(self.broker.password_file)
+        if broker_update:
+            update["broker"] = MqttSettings.model_validate({**self.broker.model_dump(), **broker_update})
+        return self.model_copy(update=update)
+
+
+def load_agent_config(path: Path) -> AgentConfig:
+    """Read and validate `agent.yaml`; relative paths are taken from the file's folder."""
+    if not path.is_file():
+        raise ConfigError(f"{path}: expected an agent config file, found none")
+    return load_yaml_model(path, AgentConfig).resolved(path.resolve().parent)

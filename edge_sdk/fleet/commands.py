@@ -1,0 +1,109 @@
+"""The device's commands: one handler function per name in `COMMANDS`.
+
+A handler takes the agent and the command's `args` and returns the Response `result`; it raises
+`CommandError` with a stable reason code (and optionally a result) when the command fails. Anything
+else a handler raises is answered as `internal` by the agent, which keeps running.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from edge_sdk.errors import ConfigError, FleetError
+
+from .manifest import IDENTIFIER_PATTERN
+from .protocol import BAD_REQUEST, utc_now
+
+if TYPE_CHECKING:
+    from .agent import Agent
+
+_NAME = re.compile(IDENTIFIER_PATTERN)
+
+
+class CommandError(FleetError):
+    """A command failed; `reason` is the stable code the Response carries."""
+
+    def __init__(self, reason: str, message: str, detail: str | None = None, result: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.reason = reason
+        self.detail = detail
+        self.result = result
+
+
+Handler = Callable[["Agent", dict[str, Any]], dict[str, Any]]
+
+
+def _string_arg(args: dict[str, Any], key: str, max_length: int) -> str:
+    value = args.get(key)
+    if not isinstance(value, str) or not value:
+        raise CommandError(BAD_REQUEST, f"expected args.{key} as a non-empty string, got {type(value).__name__}")
+    if len(value) > max_length:
+        raise CommandError(BAD_REQUEST, f"expected args.{key} of at most {max_length} characters, got {len(value)}")
+    return value
+
+
+def _name_arg(args: dict[str, Any], key: str) -> str:
+    value = _string_arg(args, key, 128)
+    if not _NAME.fullmatch(value):
+        raise CommandError(BAD_REQUEST, f"expected args.{key} of letters, digits, '.', '_', '-', got {value[:80]!r}")
+    return value
+
+
+def ping(agent: Agent, args: dict[str, Any]) -> dict[str, Any]:
+    """Liveness: answers with the time and whatever `args.echo` held."""
+    return {"pong": True, "at": utc_now().isoformat(), "echo": args.get("echo")}
+
+
+def report(agent: Agent, args: dict[str, Any]) -> dict[str, Any]:
+    """The device's presence facts and reported state, as they are published."""
+    return {
+        "presence": agent.presence().model_dump(mode="json"),
+        "reported": agent.reported().model_dump(mode="json"),
+    }
+
+
+def deploy(agent: Agent, args: dict[str, Any]) -> dict[str, Any]:
+    """Deploy a signed manifest (`args.manifest`): need_chunks, active, or an error saying why and what runs."""
+    signed = _string_arg(args, "manifest", agent.config.max_command_bytes)
+    outcome = agent.apply_deployment(signed.encode("utf-8", errors="surrogatepass"))
+    if not outcome.ok:
+        raise CommandError(outcome.error_reason, outcome.message or outcome.status, outcome.detail, outcome.result())
+    return outcome.result()
+
+
+def rollback(agent: Agent, args: dict[str, Any]) -> dict[str, Any]:
+    """An explicit, signed rollback manifest (`args.manifest`, `rollback: true`, a lower version kept on disk)."""
+    return deploy(agent, args)
+
+
+def start(agent: Agent, args: dict[str, Any]) -> dict[str, Any]:
+    """Record pipeline `args.pipeline` as running (the agent does not run pipeline processes yet)."""
+    return {"pipelines": agent.set_pipeline(_name_arg(args, "pipeline"), running=True)}
+
+
+def stop(agent: Agent, args: dict[str, Any]) -> dict[str, Any]:
+    """Record pipeline `args.pipeline` as stopped."""
+    return {"pipelines": agent.set_pipeline(_name_arg(args, "pipeline"), running=False)}
+
+
+def set_profile(agent: Agent, args: dict[str, Any]) -> dict[str, Any]:
+    """Use device profile `args.profile` (from the profile catalog) for the next engine builds."""
+    name = _name_arg(args, "profile")
+    try:
+        agent.set_profile(name)
+    except ConfigError as exc:
+        raise CommandError(BAD_REQUEST, str(exc), detail="unknown-profile") from None
+    return {"profile": name}
+
+
+COMMANDS: dict[str, Handler] = {
+    "ping": ping,
+    "report": report,
+    "deploy": deploy,
+    "rollback": rollback,
+    "start": start,
+    "stop": stop,
+    "set_profile": set_profile,
+}
