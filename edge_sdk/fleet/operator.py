@@ -338,7 +338,19 @@ class FleetOperator:
         except ProtocolError as exc:
             self._ignore(message, exc)
             return
-        self._update(_device_of(message.topic), "state", presence=presence)
+        device = _device_of(message.topic)
+        known = self.device(device).presence
+        if not presence.online and presence.profile is None and known is not None:
+            presence = known.model_copy(update={"online": False})  # the last will: keep the last known facts
+        self._update(device, "state", presence=presence)
+
+    def remember(self, facts: Iterable[Presence]) -> None:
+        """Last known facts of devices seen in earlier runs, for devices whose retained state is only the will."""
+        for presence in facts:
+            known = self.device(presence.device).presence
+            if known is None or (not known.online and known.profile is None):
+                online = known.online if known is not None else False
+                self._update(presence.device, "state", presence=presence.model_copy(update={"online": online}))
 
     def _on_reported(self, message: Message) -> None:
         if not message.payload:

@@ -88,6 +88,7 @@ class SimDevice:
         self.last_deploy: LastDeploy | None = None
         self.commands: Counter[str] = Counter()
         self.deploys_by_version: Counter[int] = Counter()
+        self.activations: Counter[int] = Counter()
         self.chunks_received = 0
         self._transfers: dict[tuple[int, str], _Transfer] = {}
         self._lock = threading.RLock()
@@ -218,6 +219,7 @@ class SimDevice:
             self.last_deploy = LastDeploy(version=manifest.version, outcome="rolled_back", reason="health", at=at)
             return False
         self.active_version = manifest.version
+        self.activations[manifest.version] += 1
         self.kept.add(manifest.version)
         self.last_deploy = LastDeploy(version=manifest.version, outcome="active", at=at)
         return True

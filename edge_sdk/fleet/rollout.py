@@ -1,0 +1,514 @@
+"""Staged rollout of a signed deployment over a fleet: a first wave, then a rate, an abort threshold.
+
+    rollout_id = create_rollout(operator, store, envelope, first_wave=5, rate_per_min=60, abort_threshold=0.2)
+    record = RolloutRunner(operator, store, rollout_id).run()
+
+How it goes:
+- targets are the devices of the registry that both the manifest's target and `selector` select
+  (online first), plus device ids named explicitly that were never seen (treated as offline);
+- wave 0 (the first `first_wave` devices) is sent at once and must finish before anything else is
+  sent; then devices are sent one at a time at `rate_per_min`, in waves of a minute's worth;
+- an online device gets a `deploy` command (chunks sent when it asks) and, once active, its retained
+  desired state; an offline device gets only the retained desired state and converges to it when
+  it returns (its `reported` state resolves it, or a deploy command when it comes online);
+- after every outcome, a wave whose failures (refused, failed, timed out) over its size pass
+  `abort_threshold` stops the rollout: nothing more is sent, and the devices of that wave (and any
+  later one in flight) that became active are rolled back (signed rollback manifest, or desired
+  state back to the previous deployment);
+- every change is written to the `RolloutStore` first, so `run()` on a new operator resumes where
+  it stopped: done devices are never sent the deployment again.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from edge_sdk.errors import EdgeSDKError
+from edge_sdk.mqtt import MqttError
+
+from .manifest import TargetSelector
+from .operator import ChunkSendError, CommandTimeoutError, DeviceRecord, FleetOperator, manifest_of
+from .protocol import ACTIVATION_FAILED, HEALTH_FAILED, REFUSED, Response
+from .rollout_store import (
+    DeviceProgress,
+    Outcome,
+    RolloutRecord,
+    RolloutSpec,
+    RolloutState,
+    RolloutStore,
+    TargetDevice,
+)
+
+log = logging.getLogger(__name__)
+
+COMMAND = "command"
+DESIRED = "desired"
+
+
+def select_targets(operator: FleetOperator, envelope: bytes, selector: TargetSelector | None) -> list[TargetDevice]:
+    """Devices both the manifest and `selector` select: online ones first, then by id."""
+    manifest = manifest_of(envelope)
+    chosen: list[DeviceRecord] = []
+    for record in operator.devices():
+        if record.presence is None or record.presence.profile is None:
+            continue  # only a last will seen: profile and labels unknown
+        identity = record.identity
+        if manifest.target.matches(identity) and (selector is None or selector.matches(identity)):
+            chosen.append(record)
+    chosen.sort(key=lambda r: (not r.online, r.device))
+    known = {r.device for r in operator.devices() if r.presence is not None and r.presence.profile is not None}
+    named = selector.device_ids if selector is not None and selector.device_ids else []
+    unseen = [DeviceRecord(name) for name in named if name not in known]
+    return [
+        TargetDevice(r.device, previous_version=r.active_version, previous_desired=r.desired_payload)
+        for r in chosen + unseen
+    ]
+
+
+def create_rollout(
+    operator: FleetOperator,
+    store: RolloutStore,
+    envelope: bytes,
+    *,
+    selector: TargetSelector | None = None,
+    first_wave: int = 1,
+    rate_per_min: float = 60.0,
+    abort_threshold: float = 0.2,
+    command_timeout_s: float = 30.0,
+    rollback_manifest: bytes | None = None,
+    artifacts_dir: Path | None = None,
+    rollout_id: str | None = None,
+) -> str:
+    """Choose the targets from the operator's registry (call `operator.settle()` first) and record the rollout.
+
+    Devices known from earlier runs (the store keeps their last facts) are selected while offline too.
+    """
+    manifest = manifest_of(envelope)
+    operator.remember(store.device_facts())
+    store.remember_devices(r.presence for r in operator.devices() if r.presence is not None and r.online)
+    if rollback_manifest is not None:
+        rollback = manifest_of(rollback_manifest)
+        if not rollback.rollback or rollback.version >= manifest.version:
+            raise ValueError(
+                f"expected a rollback manifest (rollback: true) below version {manifest.version}, "
+                f"got version {rollback.version} with rollback={rollback.rollback}"
+            )
+    spec = RolloutSpec(
+        manifest=envelope,
+        deployment_id=manifest.deployment_id,
+        version=manifest.version,
+        selector=selector or TargetSelector(),
+        first_wave=first_wave,
+        rate_per_min=rate_per_min,
+        abort_threshold=abort_threshold,
+        command_timeout_s=command_timeout_s,
+        rollback_manifest=rollback_manifest,
+        artifacts_dir=artifacts_dir,
+    )
+    return store.create(spec, select_targets(operator, envelope, selector), rollout_id)
+
+
+@dataclass(frozen=True)
+class _Result:
+    device: str
+    outcome: Outcome
+    reason: str | None
+    rollback: bool = False
+
+
+def outcome_of(response: Response, version: int, record: DeviceRecord) -> tuple[Outcome, str | None]:
+    """A device's final answer to `deploy`, as a rollout outcome and a reason."""
+    if response.ok:
+        status = (response.result or {}).get("status")
+        if status == "active":
+            return Outcome.ACTIVE, None
+        return Outcome.FAILED, f"unexpected deploy result status {status!r}"
+    error = response.error
+    if error is None:
+        return Outcome.FAILED, "the device answered ok=false without an error"
+    text = f"{error.reason}{f' ({error.detail})' if error.detail else ''}: {error.message}"
+    if error.reason == REFUSED:
+        if error.detail == "replay" and record.active_version == version:
+            return Outcome.ACTIVE, None  # already running it (e.g. converged through its desired state)
+        return Outcome.REFUSED, text
+    if error.reason in (HEALTH_FAILED, ACTIVATION_FAILED):
+        return Outcome.FAILED, text
+    return Outcome.FAILED, text
+
+
+class RolloutRunner:
+    """Drives one rollout of `store` to its end (or until `stop` is set); safe to run again to resume."""
+
+    def __init__(
+        self,
+        operator: FleetOperator,
+        store: RolloutStore,
+        rollout_id: str,
+        *,
+        max_parallel: int = 32,
+        offline_wait_s: float = 0.0,
+        resend_on_return: bool = True,
+        on_change: Callable[[str, Outcome, str | None], None] | None = None,
+    ):
+        self.operator = operator
+        self.store = store
+        self.rollout_id = rollout_id
+        self.max_parallel = max_parallel
+        self.offline_wait_s = offline_wait_s
+        self.resend_on_return = resend_on_return
+        self.on_change = on_change
+        self._events: queue.Queue[_Result | DeviceRecord] = queue.Queue()
+        self._inflight: set[str] = set()
+        self._progress: dict[str, DeviceProgress] = {}
+        self._outcome: dict[str, Outcome] = {}
+        self._via: dict[str, str | None] = {}
+        self._aborted_wave: int | None = None
+
+    # ---------------------------------------------------------------- the loop
+    def run(self, stop: threading.Event | None = None) -> RolloutRecord:
+        stop = stop or threading.Event()
+        record = self.store.load(self.rollout_id)
+        if record.state.finished:
+            return record
+        self.spec = record.spec
+        self._sizes: dict[int, int] = {}
+        for device in record.devices:
+            self._progress[device.device] = device
+            self._outcome[device.device] = device.outcome
+            self._via[device.device] = device.via
+            self._sizes[device.wave] = self._sizes.get(device.wave, 0) + 1
+        remove = self.operator.add_listener(lambda rec, kind: self._events.put(rec))
+        self._executor = ThreadPoolExecutor(max_workers=self.max_parallel, thread_name_prefix="rollout")
+        try:
+            for rec in self.operator.devices():  # what is already known (retained) resolves resumed devices
+                self._on_record(rec)
+            if record.state is RolloutState.RUNNING:
+                self._dispatch_all(record, stop)
+            self._drain(stop)
+            if self._aborted_wave is not None and not stop.is_set():
+                self._roll_back_wave(self._aborted_wave, stop)
+            elif not stop.is_set():
+                self._wait_offline(stop)
+            if not stop.is_set():
+                self._finish()
+        finally:
+            remove()
+            self._executor.shutdown(wait=True)
+            self._record_late_results()
+        return self.store.load(self.rollout_id)
+
+    def _record_late_results(self) -> None:
+        """After a stop: record the answers that came in while the workers finished (nothing is sent any more)."""
+        while True:
+            try:
+                event = self._events.get_nowait()
+            except queue.Empty:
+                return
+            if isinstance(event, _Result) and (event.rollback or self._outcome[event.device] is Outcome.SENT):
+                self._set(event.device, event.outcome, event.reason)
+
+    def _dispatch_all(self, record: RolloutRecord, stop: threading.Event) -> None:
+        interval = 60.0 / self.spec.rate_per_min
+        # Commands that were in flight when the last run stopped are sent again (deploy is idempotent).
+        for device in record.devices:
+            if self._outcome[device.device] is Outcome.SENT and device.via == COMMAND:
+                self._send(device.device)
+        next_at = time.monotonic()
+        first_wave_done = False
+        for device in record.devices:
+            if stop.is_set() or self._aborted_wave is not None:
+                return
+            if device.wave > 0 and not first_wave_done:
+                self._wait(lambda: not any(self._progress[d].wave == 0 for d in self._inflight), stop)
+                first_wave_done = True
+                next_at = time.monotonic()
+                if stop.is_set() or self._aborted_wave is not None:
+                    return
+            if self._outcome[device.device] is not Outcome.PENDING:
+                continue
+            if device.wave > 0:
+                self._wait(lambda: False, stop, deadline=next_at)
+                if stop.is_set() or self._aborted_wave is not None:
+                    return
+                next_at = max(next_at + interval, time.monotonic())
+            self._dispatch(device.device)
+            self._handle_events(block=False)
+        if not stop.is_set() and self._aborted_wave is None:
+            self.store.set_state(self.rollout_id, RolloutState.WAITING)
+
+    def _dispatch(self, device: str) -> None:
+        if self.operator.device(device).online:
+            self._send(device)
+            return
+        try:
+            self.operator.publish_desired(device, self.spec.manifest)
+        except MqttError as exc:
+            log.warning("could not publish the desired state of %s: %s; will retry", device, exc)
+            return
+        self._set(device, Outcome.SENT, "offline: desired state published", via=DESIRED)
+
+    def _send(self, device: str) -> None:
+        if device in self._inflight:
+            return
+        self._inflight.add(device)
+        self._set(device, Outcome.SENT, None, via=COMMAND)
+        self._executor.submit(self._deploy_worker, device)
+
+    def _deploy_worker(self, device: str) -> None:
+        spec = self.spec
+        try:
+            response = self.operator.deploy(device, spec.manifest, spec.artifacts_dir, spec.command_timeout_s)
+            outcome, reason = outcome_of(response, spec.version, self.operator.device(device))
+            if outcome is Outcome.ACTIVE:
+                self._publish_desired_quietly(device, spec.manifest)
+        except CommandTimeoutError as exc:
+            outcome, reason = Outcome.TIMED_OUT, str(exc)
+        except ChunkSendError as exc:
+            outcome, reason = Outcome.FAILED, str(exc)
+        except EdgeSDKError as exc:
+            outcome, reason = Outcome.FAILED, f"{type(exc).__name__}: {exc}"
+        except Exception as exc:  # never lose a device: whatever happens it gets an outcome
+            log.exception("deploy to %s failed", device)
+            outcome, reason = Outcome.FAILED, f"operator error: {type(exc).__name__}: {exc}"
+        self._events.put(_Result(device, outcome, reason))
+
+    def _publish_desired_quietly(self, device: str, deployment: bytes | None) -> None:
+        try:
+            self.operator.publish_desired(device, deployment)
+        except MqttError as exc:
+            log.warning("could not publish the desired state of %s: %s", device, exc)
+
+    # ---------------------------------------------------------------- events
+    def _wait(self, condition: Callable[[], bool], stop: threading.Event, deadline: float | None = None) -> None:
+        """Handle events until `condition()` holds or `deadline` (monotonic) passes, the rollout stops or aborts."""
+        while not condition() and not stop.is_set() and self._aborted_wave is None:
+            timeout = 0.2
+            if deadline is not None:
+                timeout = min(timeout, deadline - time.monotonic())
+                if timeout <= 0:
+                    return
+            self._handle_events(block=True, timeout=timeout)
+
+    def _handle_events(self, block: bool, timeout: float = 0.2) -> None:
+        try:
+            event = self._events.get(block=block, timeout=timeout if block else None)
+        except queue.Empty:
+            return
+        while True:
+            if isinstance(event, _Result):
+                self._on_result(event)
+            else:
+                self._on_record(event)
+            try:
+                event = self._events.get_nowait()
+            except queue.Empty:
+                return
+
+    def _on_result(self, result: _Result) -> None:
+        self._inflight.discard(result.device)
+        current = self._outcome[result.device]
+        if result.rollback:
+            self._set(result.device, result.outcome, result.reason)
+            return
+        if current is Outcome.SENT:
+            self._set(result.device, result.outcome, result.reason)
+            self._check_abort(self._progress[result.device].wave)
+
+    def _on_record(self, record: DeviceRecord) -> None:
+        device = record.device
+        outcome = self._outcome.get(device)
+        if outcome is None:
+            return
+        if outcome in (Outcome.SENT, Outcome.TIMED_OUT) and device not in self._inflight:
+            resolved = self._from_reported(record)
+            if resolved is not None:
+                self._set(device, *resolved)
+                if outcome is Outcome.SENT:
+                    self._check_abort(self._progress[device].wave)
+                return
+        if (
+            outcome is Outcome.SENT
+            and self._via[device] == DESIRED
+            and record.online
+            and self.resend_on_return
+            and self._aborted_wave is None
+        ):
+            self._send(device)
+
+    def _from_reported(self, record: DeviceRecord) -> tuple[Outcome, str | None] | None:
+        reported = record.reported
+        if reported is None or reported.last_deploy is None or reported.last_deploy.version != self.spec.version:
+            if reported is not None and reported.active_version == self.spec.version:
+                return Outcome.ACTIVE, "reported active"
+            return None
+        last = reported.last_deploy
+        if last.outcome == "pending":  # converging through desired state, waiting for inline chunks
+            return None
+        if last.outcome == "active":
+            return Outcome.ACTIVE, "reported active"
+        if last.outcome == "refused":
+            return Outcome.REFUSED, f"reported refused: {last.reason}"
+        return Outcome.FAILED, f"reported {last.outcome}: {last.reason}"
+
+    def _set(self, device: str, outcome: Outcome, reason: str | None, via: str | None = None) -> None:
+        self.store.set_outcome(self.rollout_id, device, outcome, reason, via)
+        self._outcome[device] = outcome
+        if via is not None:
+            self._via[device] = via
+        if self.on_change is not None:
+            self.on_change(device, outcome, reason)
+
+    def _check_abort(self, wave: int) -> None:
+        if self._aborted_wave is not None:
+            return
+        members = [d for d, p in self._progress.items() if p.wave == wave]
+        failures = sum(1 for d in members if self._outcome[d].failure)
+        size = self._sizes[wave]
+        if failures / size > self.spec.abort_threshold:
+            self._aborted_wave = wave
+            reason = (
+                f"wave {wave}: {failures} of {size} devices failed ({failures / size:.0%}), "
+                f"above the abort threshold {self.spec.abort_threshold:.0%}"
+            )
+            log.warning("rollout %s aborted: %s", self.rollout_id, reason)
+            self.store.set_state(self.rollout_id, RolloutState.ABORTED, reason)
+
+    # ---------------------------------------------------------------- ends
+    def _drain(self, stop: threading.Event) -> None:
+        """Wait for every command in flight to end (they all end: answer, error or timeout)."""
+        while self._inflight and not stop.is_set():
+            self._handle_events(block=True)
+
+    def _wait_offline(self, stop: threading.Event) -> None:
+        deadline = time.monotonic() + self.offline_wait_s
+        while not stop.is_set() and self._aborted_wave is None:
+            waiting = [d for d, o in self._outcome.items() if o is Outcome.SENT]
+            if not waiting and not self._inflight:
+                return
+            if time.monotonic() >= deadline and not self._inflight:
+                return
+            self._handle_events(block=True, timeout=max(0.01, min(0.2, deadline - time.monotonic())))
+        if self._aborted_wave is not None:
+            self._drain(stop)
+            self._roll_back_wave(self._aborted_wave, stop)
+
+    def _finish(self) -> None:
+        record = self.store.load(self.rollout_id)
+        if record.state in (RolloutState.RUNNING, RolloutState.WAITING):
+            waiting = sum(1 for d in record.devices if not d.outcome.done)
+            if waiting:
+                self.store.set_state(
+                    self.rollout_id, RolloutState.WAITING, f"{waiting} device(s) still converging (offline)"
+                )
+            else:
+                self.store.set_state(self.rollout_id, RolloutState.COMPLETED, "every device has an outcome")
+
+    def _roll_back_wave(self, wave: int, stop: threading.Event) -> None:
+        targets = [d for d, p in self._progress.items() if p.wave >= wave and self._outcome[d] is Outcome.ACTIVE]
+        offline = [
+            d
+            for d, p in self._progress.items()
+            if p.wave >= wave and self._outcome[d] is Outcome.SENT and self._via[d] == DESIRED
+        ]
+        for device in offline:  # they never got it: put their desired state back before they return
+            self._restore_desired(device)
+            self._set(device, Outcome.PENDING, "not applied: rollout aborted while the device was offline")
+        for device in targets:
+            self._inflight.add(device)
+            self._executor.submit(self._rollback_worker, device)
+        self._drain(stop)
+
+    def _rollback_worker(self, device: str) -> None:
+        outcome, reason = roll_back_device(self.operator, self.spec, self._progress[device])
+        self._events.put(_Result(device, outcome, reason, rollback=True))
+
+    def _restore_desired(self, device: str) -> None:
+        previous = self._progress[device].previous_desired
+        try:
+            if previous is not None:
+                restore_desired(self.operator, device, previous)
+            else:
+                self.operator.publish_desired(device, None)
+        except MqttError as exc:
+            log.warning("could not restore the desired state of %s: %s", device, exc)
+
+
+def restore_desired(operator: FleetOperator, device: str, previous: bytes) -> None:
+    """Publish the previous desired state's deployment and pipelines again, under a new revision."""
+    from .protocol import decode_desired
+
+    desired = decode_desired(previous)
+    deployment = desired.deployment.encode("utf-8") if desired.deployment is not None else None
+    operator.publish_desired(device, deployment, desired.pipelines)
+
+
+def roll_back_device(operator: FleetOperator, spec: RolloutSpec, device: DeviceProgress) -> tuple[Outcome, str]:
+    """Take one device back to its previous version: the signed rollback manifest, else its previous desired state."""
+    name = device.device
+    if spec.rollback_manifest is not None:
+        try:
+            response = operator.request(
+                name, "rollback", {"manifest": spec.rollback_manifest.decode("utf-8")}, spec.command_timeout_s
+            )
+        except (CommandTimeoutError, MqttError) as exc:
+            return Outcome.ACTIVE, f"rollback failed: {exc}"
+        if not response.ok:
+            error = response.error
+            return (
+                Outcome.ACTIVE,
+                f"rollback refused: {error.reason if error else '?'}: {error.message if error else ''}",
+            )
+        rollback_version = manifest_of(spec.rollback_manifest).version
+        try:
+            operator.publish_desired(name, spec.rollback_manifest)
+        except MqttError as exc:
+            log.warning("could not publish the desired state of %s: %s", name, exc)
+        return Outcome.ROLLED_BACK, f"rolled back to version {rollback_version} (rollback manifest)"
+    if device.previous_desired is None:
+        return Outcome.ACTIVE, "not rolled back: no rollback manifest and no previous desired state"
+    try:
+        restore_desired(operator, name, device.previous_desired)
+    except (MqttError, EdgeSDKError) as exc:
+        return Outcome.ACTIVE, f"rollback failed: {exc}"
+    previous = device.previous_version
+    confirmed = operator.wait_for(lambda r: r.active_version == previous, name, spec.command_timeout_s)
+    if confirmed:
+        return Outcome.ROLLED_BACK, f"rolled back to version {previous} (desired state)"
+    return Outcome.ACTIVE, f"desired state set back to version {previous}; the device has not confirmed it"
+
+
+def roll_back_rollout(
+    operator: FleetOperator, store: RolloutStore, rollout_id: str, max_parallel: int = 32
+) -> RolloutRecord:
+    """Roll back every device of a rollout that runs its version, and mark the rollout rolled back.
+
+    Devices that only got the desired state (offline) get their previous desired state back.
+    """
+    record = store.load(rollout_id)
+    active = [d for d in record.devices if d.outcome is Outcome.ACTIVE]
+    offline = [d for d in record.devices if d.outcome is Outcome.SENT and d.via == DESIRED]
+    for device in offline:
+        if device.previous_desired is not None:
+            restore_desired(operator, device.device, device.previous_desired)
+        else:
+            operator.publish_desired(device.device, None)
+        store.set_outcome(rollout_id, device.device, Outcome.PENDING, "not applied: rollout rolled back")
+    with ThreadPoolExecutor(max_workers=max_parallel, thread_name_prefix="rollback") as executor:
+        futures = {d.device: executor.submit(roll_back_device, operator, record.spec, d) for d in active}
+        for name, future in futures.items():
+            outcome, reason = future.result()
+            store.set_outcome(rollout_id, name, outcome, reason)
+    still = sum(1 for d in store.load(rollout_id).devices if d.outcome is Outcome.ACTIVE)
+    store.set_state(
+        rollout_id,
+        RolloutState.ROLLED_BACK,
+        f"rolled back by the operator ({len(active) - still} of {len(active)} active devices rolled back)",
+    )
+    return store.load(rollout_id)
