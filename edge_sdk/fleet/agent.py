@@ -100,6 +100,7 @@ class Agent:
         self._chunk_bytes = 0
         self._chunk_lock = threading.Lock()
         self._desired: DesiredState | None = None
+        self._online_since = now()
         self._worker: threading.Thread | None = None
         self._remove_listener: Callable[[], None] | None = None
         self.handled = 0
@@ -167,7 +168,7 @@ class Agent:
             models=models,
             pipelines=list(self.state.pipelines),
             health=health,
-            since=self._now(),
+            since=self._online_since,
         )
 
     def reported(self) -> ReportedState:
@@ -180,9 +181,9 @@ class Agent:
         )
 
     # ---------------------------------------------------------------- what commands do
-    def apply_deployment(self, signed: bytes) -> DeployResult:
+    def apply_deployment(self, signed: bytes, require_rollback: bool = False) -> DeployResult:
         """Run one deployment and record its outcome (reported state and presence are republished)."""
-        result = self.deployer.deploy(signed)
+        result = self.deployer.deploy(signed, require_rollback)
         outcome = result.outcome
         if outcome is not None:
             self.state.last_deploy = LastDeploy(
@@ -253,6 +254,7 @@ class Agent:
 
     def _handle(self, work: _Work) -> None:
         if work.kind == "connected":
+            self._online_since = self._now()
             self._publish_facts()
             self._converge()
         elif work.kind == "converge":

@@ -66,8 +66,12 @@ def report(agent: Agent, args: dict[str, Any]) -> dict[str, Any]:
 
 def deploy(agent: Agent, args: dict[str, Any]) -> dict[str, Any]:
     """Deploy a signed manifest (`args.manifest`): need_chunks, active, or an error saying why and what runs."""
+    return _deploy(agent, args, require_rollback=False)
+
+
+def _deploy(agent: Agent, args: dict[str, Any], require_rollback: bool) -> dict[str, Any]:
     signed = _string_arg(args, "manifest", agent.config.max_command_bytes)
-    outcome = agent.apply_deployment(signed.encode("utf-8", errors="surrogatepass"))
+    outcome = agent.apply_deployment(signed.encode("utf-8", errors="surrogatepass"), require_rollback)
     if not outcome.ok:
         raise CommandError(outcome.error_reason, outcome.message or outcome.status, outcome.detail, outcome.result())
     return outcome.result()
@@ -75,7 +79,7 @@ def deploy(agent: Agent, args: dict[str, Any]) -> dict[str, Any]:
 
 def rollback(agent: Agent, args: dict[str, Any]) -> dict[str, Any]:
     """An explicit, signed rollback manifest (`args.manifest`, `rollback: true`, a lower version kept on disk)."""
-    return deploy(agent, args)
+    return _deploy(agent, args, require_rollback=True)
 
 
 def start(agent: Agent, args: dict[str, Any]) -> dict[str, Any]:

@@ -12,6 +12,8 @@ Not thread-safe: the agent calls a `Deployer` from its one worker thread.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import urllib.request
 from collections.abc import Callable, Iterable
@@ -22,7 +24,14 @@ from typing import Any, Literal
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from edge_sdk.engines.cache import EngineCache
-from edge_sdk.errors import ArtifactError, ArtifactHashError, ChunkError, FleetError, ManifestError
+from edge_sdk.errors import (
+    ArtifactError,
+    ArtifactHashError,
+    ChunkError,
+    FleetError,
+    ManifestError,
+    ManifestRollbackError,
+)
 from edge_sdk.profiles import DeviceProfile
 
 from .artifacts import ArtifactStore
@@ -31,10 +40,13 @@ from .health import HealthCheckError, run_health_check
 from .manifest import DeploymentManifest, DeviceIdentity, InlineSource, UrlSource
 from .protocol import ACTIVATION_FAILED, DEPLOY_FAILED, HEALTH_FAILED, REFUSED
 from .signing import verify_manifest
+from .staging import write_file_atomically
 
 log = logging.getLogger(__name__)
 
 MAX_PENDING_VERSIONS = 2
+ACTIVE_ENVELOPE = "active-envelope.json"
+"""In the store root: SHA-256 of the envelope that made the current version active (idempotent resends)."""
 MAX_MISSING_RANGES = 256
 DOWNLOAD_TIMEOUT_S = 60.0
 _BLOCK = 1 << 20
@@ -127,8 +139,12 @@ class Deployer:
         self._pending: dict[int, _Pending] = {}
 
     # ---------------------------------------------------------------- deploy / rollback
-    def deploy(self, signed: bytes) -> DeployResult:
-        """Deploy (or, for a rollback manifest, switch back to) what `signed` describes. Idempotent."""
+    def deploy(self, signed: bytes, require_rollback: bool = False) -> DeployResult:
+        """Deploy (or, for a rollback manifest, switch back to) what `signed` describes. Idempotent.
+
+        `require_rollback` refuses anything but an explicit rollback manifest (the `rollback` command).
+        """
+        signed = bytes(signed)
         current = self.store.current_version()
         if current is not None and self._is_active_envelope(signed, current):
             return DeployResult("active", current, current, message="already active")
@@ -136,20 +152,32 @@ class Deployer:
             manifest = verify_manifest(
                 signed, self.trusted_keys, self._identity(), self._now(), self.store.version_state()
             )
+            if require_rollback and not manifest.rollback:
+                raise ManifestRollbackError(
+                    f"deployment '{manifest.deployment_id}' version {manifest.version}: expected a rollback "
+                    "manifest (rollback: true), got a deployment"
+                )
         except ManifestError as exc:
             log.warning("deployment refused (%s): %s", exc.reason, exc)
             return DeployResult("refused", None, current, message=str(exc), detail=exc.reason)
         if manifest.rollback:
-            return self._rollback(manifest, current)
-        try:
-            pending = self._pending_for(manifest, signed)
-            missing = self._missing(pending)
-            if missing:
-                return DeployResult("need_chunks", manifest.version, current, missing=missing)
-            return self._install(pending, current)
-        except FleetError as exc:
-            log.warning("deployment of version %d failed (%s): %s", manifest.version, exc.reason, exc)
-            return DeployResult("deploy_failed", manifest.version, current, message=str(exc), detail=exc.reason)
+            result = self._rollback(manifest, current)
+        else:
+            try:
+                pending = self._pending_for(manifest, signed)
+                missing = self._missing(pending)
+                if missing:
+                    return DeployResult("need_chunks", manifest.version, current, missing=missing)
+                result = self._install(pending, current)
+            except FleetError as exc:
+                dropped = self._pending.pop(manifest.version, None)
+                if dropped is not None:  # resumed from disk by the next deploy
+                    dropped.close()
+                log.warning("deployment of version %d failed (%s): %s", manifest.version, exc.reason, exc)
+                return DeployResult("deploy_failed", manifest.version, current, message=str(exc), detail=exc.reason)
+        if result.status == "active":
+            self._remember_active(signed, manifest.version)
+        return result
 
     def accept_chunk(self, version: int, artifact: str, payload: bytes) -> bool:
         """Store one chunk message of a pending deployment; True when that deployment has all its chunks now.
@@ -178,10 +206,16 @@ class Deployer:
 
     # ---------------------------------------------------------------- steps
     def _is_active_envelope(self, signed: bytes, current: int) -> bool:
+        """True when `signed` is the envelope that made `current` active (a resent deploy or rollback)."""
         try:
-            return (self.store.version_dir(current) / "manifest.signed").read_bytes() == bytes(signed)
-        except (OSError, ArtifactError):
+            record = json.loads((self.store.root / ACTIVE_ENVELOPE).read_text())
+            return bool(record["version"] == current and record["sha256"] == hashlib.sha256(signed).hexdigest())
+        except (OSError, ValueError, KeyError, TypeError):
             return False
+
+    def _remember_active(self, signed: bytes, version: int) -> None:
+        record = {"version": version, "sha256": hashlib.sha256(signed).hexdigest()}
+        write_file_atomically(self.store.root / ACTIVE_ENVELOPE, json.dumps(record).encode())
 
     def _pending_for(self, manifest: DeploymentManifest, signed: bytes) -> _Pending:
         pending = self._pending.get(manifest.version)

@@ -153,8 +153,18 @@ def test_rollback_when_signed_rollback_to_kept_version_then_it_is_active(
     send_all(deployer, first)
     second = make_deployment(tmp_path / "v2", operator_keys.private, 2)
     send_all(deployer, second)
-    result = deployer.deploy(make_rollback(operator_keys.private, first))
+    rollback = make_rollback(operator_keys.private, first)
+    result = deployer.deploy(rollback)
     assert (result.status, deployer.store.current_version()) == ("active", 1), result.message
+    assert deployer.deploy(rollback).status == "active", "a resent rollback is answered, not refused"
     replayed = deployer.deploy(second.signed)
     assert replayed.status == "refused" and replayed.detail == "replay", "v2 was superseded by the rollback"
     assert deployer.store.current_version() == 1
+
+
+def test_deploy_when_rollback_required_but_manifest_is_a_deployment_then_refused(
+    deployer: Deployer, tmp_path: Path, operator_keys: Keys
+) -> None:
+    result = deployer.deploy(make_deployment(tmp_path, operator_keys.private, 1).signed, require_rollback=True)
+    assert (result.status, result.detail) == ("refused", "rollback-unavailable")
+    assert deployer.store.current_version() is None

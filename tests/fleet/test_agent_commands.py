@@ -1,0 +1,91 @@
+"""The agent's command path without a broker: every payload, however broken, gets one answer and no crash."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from edge_sdk.fleet.agent import Agent
+from edge_sdk.fleet.agent_config import AgentConfig
+from edge_sdk.fleet.protocol import COMMAND_NAMES, Response, decode_response, encode_message, new_command
+from edge_sdk.mqtt import Message, MqttSettings
+from tests.fleet.agent_fixtures import DEVICE_ID, PROFILE
+from tests.fleet.conftest import Keys
+
+
+class RecordingClient:
+    """Stands in for MqttClient: records what the agent publishes."""
+
+    def __init__(self, settings: MqttSettings):
+        self.settings = settings
+        self.published: list[tuple[str, bytes, bytes | None]] = []
+        self.is_connected = True
+
+    def publish(self, topic: str, payload: bytes, correlation_data: bytes | None = None, **_: Any) -> None:
+        self.published.append((topic, payload, correlation_data))
+
+
+@pytest.fixture
+def agent(tmp_path: Path, operator_keys: Keys) -> Iterator[Agent]:
+    config = AgentConfig(
+        device_id=DEVICE_ID,
+        broker=MqttSettings(client_id=DEVICE_ID, clean_start=False),
+        store_dir=tmp_path / "store",
+        trusted_keys_dir=operator_keys.folder,
+        profile=PROFILE,
+        max_command_bytes=4096,
+    )
+    agent = Agent(config, client=RecordingClient)  # type: ignore[arg-type]
+    yield agent
+    agent.deployer.close()
+
+
+def answer(agent: Agent, payload: bytes, correlation: bytes | None = b"c") -> Response:
+    client: RecordingClient = agent.client  # type: ignore[assignment]
+    before = len(client.published)
+    agent._command(Message(topic=agent.topics.cmd, payload=payload, qos=1, retain=False, correlation_data=correlation))
+    answers = [p for p in client.published[before:] if p[0] == agent.topics.resp]
+    assert len(answers) == 1, f"expected exactly one answer, got {answers}"
+    assert answers[0][2] == correlation, "the answer carries the command's correlation data"
+    return decode_response(answers[0][1])
+
+
+def test_agent_settings_when_built_then_offline_will_is_retained_on_the_state_topic(agent: Agent) -> None:
+    will = agent.client.settings.will
+    assert will is not None and will.topic == agent.topics.state and will.retain and will.qos == 1
+    assert '"online":false' in will.payload.replace(" ", "")
+
+
+def test_agent_command_when_too_large_for_the_config_then_refused_as_oversized(agent: Agent) -> None:
+    response = answer(agent, encode_message(new_command("ping", {"pad": "x" * 5000})))
+    assert response.error is not None and response.error.detail == "oversized"
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
+@given(
+    st.binary(max_size=512)
+    | st.builds(
+        lambda name, args: encode_message(new_command(name, args)),
+        st.sampled_from(COMMAND_NAMES) | st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,11}", fullmatch=True),
+        st.dictionaries(
+            st.sampled_from(["manifest", "pipeline", "profile", "echo"]) | st.text(max_size=8),
+            st.none() | st.integers() | st.text(max_size=16) | st.lists(st.integers(), max_size=3),
+            max_size=3,
+        ),
+    )
+)
+def test_agent_command_when_fuzzed_then_exactly_one_answer_and_no_crash(agent: Agent, payload: bytes) -> None:
+    response = answer(agent, payload)
+    assert response.device == DEVICE_ID
+    if not response.ok:
+        assert response.error is not None and response.error.reason in (
+            "bad_request",
+            "unknown_command",
+            "refused",
+            "deploy_failed",
+        ), response.error
