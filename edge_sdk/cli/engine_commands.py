@@ -174,10 +174,13 @@ def describe_int8(int8: dict[str, Any]) -> list[str]:
             f"matched boxes: {accuracy['matched_boxes']:.2%} ({accuracy.get('reference_boxes')} fp32, "
             f"{accuracy.get('candidate_boxes')} int8), score drift {accuracy.get('score_drift', 0.0):.4f}"
         )
-    for output in accuracy.get("outputs", []):
-        lines.append(
-            f"output {output['name']}: cosine {output['cosine']:.4f}, max abs error {output['max_abs_error']:.4g}"
-        )
+    if accuracy.get("matched_boxes") is None:  # detection outputs come in NMS order: cosine means little
+        for output in accuracy.get("outputs", []):
+            lines.append(
+                f"output {output['name']}: cosine {output['cosine']:.4f}, max abs error {output['max_abs_error']:.4g}"
+            )
+    for warning in int8.get("range_warnings", []):
+        lines.append(f"range check: {warning['tensor']} ({warning['kind']}): {warning['detail']}")
     return lines
 
 

@@ -63,7 +63,7 @@ class AccuracyReport:
                 f"matched boxes {self.matched_boxes:.2%} ({self.reference_boxes} vs {self.candidate_boxes}), "
                 f"score drift {self.score_drift or 0.0:.4f}"
             )
-        if self.outputs:
+        if self.outputs and self.matched_boxes is None:  # detection outputs come in NMS order: cosine means little
             worst = min(self.outputs, key=lambda drift: drift.cosine)
             parts.append(f"lowest cosine {worst.cosine:.4f} ('{worst.name}', max abs error {worst.max_abs_error:.4g})")
         return f"{self.samples} samples: " + "; ".join(parts)

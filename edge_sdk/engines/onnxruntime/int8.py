@@ -22,6 +22,7 @@ from ..accuracy import AccuracyGate, AccuracyReport, compare_outputs, run_sample
 from ..calibration.reader import SampleSet
 from ..calibration.settings import Calibration
 from ..model_file import ModelFile
+from ..range_check import range_warnings
 from .library import import_onnxruntime
 from .options import OnnxRuntimeOptions
 from .quantize import (
@@ -72,6 +73,9 @@ def build_int8_model(
         started = time.perf_counter()
         ranges = calibrate(prepared, calibration_set, settings)
         calibrate_seconds = time.perf_counter() - started
+        warnings = range_warnings(prepared, ranges, calibration_set)
+        for warning in warnings:
+            log.warning("int8 range check: %s (%s): %s", warning.tensor, warning.kind, warning.detail)
         reference = run_samples(_session(model.path, options, "fp32", workdir), held_out)
         quantized = quantize_with_ranges(prepared, ranges, settings)
         report = compare_outputs(
@@ -104,6 +108,7 @@ def build_int8_model(
         "fallback": settings.fallback,
         "gate": {"max_accuracy_drop": settings.max_accuracy_drop, "min_cosine": settings.min_cosine},
         "accuracy": result.report.to_dict(),
+        "range_warnings": [warning.to_dict() for warning in warnings],
         **({"mixed_precision": result.search} if result.search is not None else {}),
         "read_seconds": round(read_seconds, 3),
         "calibrate_seconds": round(calibrate_seconds, 3),

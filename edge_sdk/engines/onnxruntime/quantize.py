@@ -48,14 +48,6 @@ class TensorRanges:
         """Tensor name -> (lowest, highest) value the quantiser will represent."""
         return {name: (float(np.min(t.lowest)), float(np.max(t.highest))) for name, t in self.data.items()}
 
-    def histograms(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        """Tensor name -> (counts, bin edges), for methods that keep a histogram (empty for minmax)."""
-        return {
-            name: (np.asarray(t.hist), np.asarray(t.bins))
-            for name, t in self.data.items()
-            if hasattr(t, "hist") and hasattr(t, "bins")
-        }
-
     def __len__(self) -> int:
         return len(self.data.keys())
 
@@ -198,10 +190,9 @@ def _x86_without_vnni() -> bool:
 
 def quantizable_nodes(model: onnx.ModelProto | Path) -> list[str]:
     """Names of the nodes the quantiser would put in 8 bits, in graph order."""
-    from onnxruntime.quantization.registry import QDQRegistry
-
     proto = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model), load_external_data=False)
-    return [node.name for node in proto.graph.node if node.op_type in QDQRegistry and node.name]
+    op_types = set(_op_types())  # the same set the quantiser is given
+    return [node.name for node in proto.graph.node if node.op_type in op_types and node.name]
 
 
 def count_int8_nodes(model: onnx.ModelProto) -> int:
