@@ -1,0 +1,79 @@
+"""The device agent and the operator client (edge_sdk.fleet.operator) end to end on the shipped fleet broker."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from edge_sdk.fleet.agent import Agent
+from edge_sdk.fleet.agent_config import AgentConfig
+from edge_sdk.fleet.operator import FleetOperator
+from edge_sdk.mqtt import MqttClient
+from tests.broker import BrokerFactory, FleetBroker, broker_factory_fixture, start_fleet_broker
+from tests.fleet.agent_fixtures import DEVICE_ID, PROFILE, make_deployment, make_rollback
+from tests.fleet.conftest import Keys
+
+pytestmark = [pytest.mark.broker, pytest.mark.timeout(90)]
+
+WAIT_S = 20.0
+
+
+@pytest.fixture
+def start_broker(tmp_path: Path) -> Iterator[BrokerFactory]:
+    yield from broker_factory_fixture(tmp_path / "brokers")
+
+
+@pytest.fixture
+def fleet(start_broker: BrokerFactory) -> FleetBroker:
+    return start_fleet_broker(start_broker, devices=[DEVICE_ID], operators=["operator"])
+
+
+@pytest.fixture
+def agent(fleet: FleetBroker, tmp_path: Path, operator_keys: Keys) -> Iterator[Agent]:
+    config = AgentConfig(
+        device_id=DEVICE_ID,
+        broker=fleet.settings(DEVICE_ID, client_id=DEVICE_ID, clean_start=False),
+        store_dir=tmp_path / "store",
+        trusted_keys_dir=operator_keys.folder,
+        profile=PROFILE,
+        engine_cache_dir=tmp_path / "engines",
+    )
+    with Agent(config) as running:
+        yield running
+
+
+@pytest.fixture
+def operator(fleet: FleetBroker) -> Iterator[FleetOperator]:
+    with MqttClient(fleet.settings("operator", client_id="operator-console")) as client, FleetOperator(client) as op:
+        yield op
+
+
+def test_agent_with_operator_when_deploy_rollback_and_desired_pipelines_then_device_follows(
+    agent: Agent, operator: FleetOperator, tmp_path: Path, operator_keys: Keys
+) -> None:
+    # given a device the operator sees online
+    assert operator.wait_for(lambda r: r.online and r.profile == PROFILE, DEVICE_ID, WAIT_S), "device online"
+
+    # when the operator deploys two versions (answering need_chunks from the artifact folders)
+    first = make_deployment(tmp_path / "a", operator_keys.private, 1)
+    second = make_deployment(tmp_path / "b", operator_keys.private, 2)
+    for deployment in (first, second):
+        folder = next(iter(deployment.files.values())).parent
+        response = operator.deploy(DEVICE_ID, deployment.signed, artifacts_dir=folder, timeout=WAIT_S)
+        assert response.ok and response.result is not None and response.result["status"] == "active", response
+
+    # then the registry shows version 2; an explicit signed rollback brings back version 1
+    assert operator.wait_for(lambda r: r.active_version == 2, DEVICE_ID, WAIT_S)
+    rolled = operator.request(DEVICE_ID, "rollback", {"manifest": make_rollback(operator_keys.private, first).decode()})
+    assert rolled.ok and rolled.result is not None and rolled.result["active_version"] == 1, rolled
+    assert operator.wait_for(lambda r: r.active_version == 1, DEVICE_ID, WAIT_S)
+
+    # and a desired state without a deployment sets the pipelines and is reported as applied
+    desired = operator.publish_desired(DEVICE_ID, None, ["people"])
+    assert operator.wait_for(
+        lambda r: r.reported is not None and r.reported.applied_revision == desired.revision, DEVICE_ID, WAIT_S
+    ), "the device applies the desired revision"
+    assert operator.device(DEVICE_ID).reported.pipelines == ["people"]  # type: ignore[union-attr]
+    assert agent.store.current_version() == 1
