@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from edge_sdk.fleet.protocol import (
     encode_message,
     new_command,
 )
-from edge_sdk.mqtt import Message, MqttClient
+from edge_sdk.mqtt import ConnectionState, Message, MqttClient
 from edge_sdk.mqtt.topics import DeviceTopics
 from tests.broker import BrokerFactory, FleetBroker, broker_factory_fixture, start_fleet_broker
 from tests.fleet.agent_fixtures import DEVICE_ID, PROFILE, Deployment, make_deployment
@@ -280,3 +281,23 @@ def test_agent_when_process_is_killed_then_last_will_marks_it_offline(
             process.kill()
             process.wait(timeout=10)
     assert retained_presence(operator).online is False, "a late subscriber sees the retained offline will"
+
+
+def test_agent_when_broker_restarts_then_it_reconnects_republishes_presence_and_answers(
+    agent: Agent, operator: Operator, fleet: FleetBroker
+) -> None:
+    # given an online agent
+    operator.presence(lambda p: p.online, "online presence")
+    connects = agent.client.connects
+
+    # when the broker restarts
+    fleet.broker.restart()
+
+    # then the agent reconnects with back-off, publishes its facts again and takes commands
+    assert operator.client.wait_for_state(ConnectionState.CONNECTED, WAIT_S), "the operator reconnects"
+    deadline = time.monotonic() + WAIT_S
+    while agent.client.connects == connects and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert agent.client.connects > connects, "the agent reconnected"
+    assert operator.request("ping").ok
+    assert retained_presence(operator).online
