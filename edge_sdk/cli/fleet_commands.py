@@ -1,0 +1,389 @@
+"""`edge-sdk fleet ls | deploy | resume | status | rollback | exec`: the operator's commands over MQTT.
+
+They join the `fleet` group of `fleet_keys_commands` (keygen, sign); `main.py` registers that group
+from here so all of them are there. Every command that talks to devices takes `--broker FILE.yaml`
+(MqttSettings: host, port, tls with the operator's certificate; or $EDGE_SDK_FLEET_BROKER).
+Rollouts live in the SQLite file given with `--state` (default ./rollouts.db), so a rollout
+started by `deploy` can be watched with `status`, continued with `resume` after the operator
+stopped, and undone with `rollback`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import click
+
+from edge_sdk.errors import ConfigError
+from edge_sdk.fleet.manifest import TargetSelector
+from edge_sdk.fleet.operator import DeviceRecord, FleetOperator
+from edge_sdk.fleet.rollout import RolloutRunner, create_rollout, roll_back_rollout
+from edge_sdk.fleet.rollout_store import Outcome, RolloutRecord, RolloutState, RolloutStore
+from edge_sdk.mqtt import MqttClient, MqttSettings
+from edge_sdk.yaml_model import load_yaml_model
+
+from .fleet_keys_commands import fleet
+
+_RATE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(?:/\s*(min|m|s|sec|h|hour))?\s*$")
+
+
+def broker_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--broker",
+        "broker_file",
+        required=True,
+        envvar="EDGE_SDK_FLEET_BROKER",
+        type=click.Path(path_type=Path, dir_okay=False),
+        help="Broker settings YAML (MqttSettings, with the operator's TLS certificate); or $EDGE_SDK_FLEET_BROKER.",
+    )(command)
+
+
+def state_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--state",
+        "state_file",
+        default=Path("rollouts.db"),
+        show_default=True,
+        type=click.Path(path_type=Path, dir_okay=False),
+        help="SQLite file holding rollouts (created when missing).",
+    )(command)
+
+
+@contextmanager
+def connected_operator(broker_file: Path, settle_s: float = 1.0) -> Iterator[FleetOperator]:
+    """An operator connected with the settings in `broker_file`, its registry filled from retained state."""
+    settings = load_yaml_model(broker_file, MqttSettings)
+    client = MqttClient(settings)
+    client.connect()
+    try:
+        operator = FleetOperator(client).start()
+        operator.settle(quiet_s=min(0.5, settle_s), timeout=settle_s + 5)
+        yield operator
+        operator.close()
+    finally:
+        client.disconnect(flush_timeout=5.0)
+
+
+def parse_rate(text: str) -> float:
+    """'60/min', '2/s', '600/h' or a plain number (per minute) -> devices per minute."""
+    match = _RATE.match(text)
+    if match is None or float(match.group(1)) <= 0:
+        raise ConfigError(f"--rate: expected a positive rate such as 10/min, 1/s or 600/h, got {text!r}")
+    value, unit = float(match.group(1)), match.group(2) or "min"
+    return value * 60 if unit in ("s", "sec") else value / 60 if unit in ("h", "hour") else value
+
+
+def parse_selector(entries: tuple[str, ...]) -> TargetSelector | None:
+    """--select device=ID | profile=NAME | label.KEY=VALUE (repeatable; device and profile may repeat)."""
+    if not entries:
+        return None
+    devices: list[str] = []
+    profiles: list[str] = []
+    labels: dict[str, str] = {}
+    for entry in entries:
+        key, sep, value = entry.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not value:
+            raise ConfigError(f"--select: expected KEY=VALUE (device=, profile=, label.NAME=), got {entry!r}")
+        if key in ("device", "devices"):
+            devices.extend(v for v in value.split(",") if v)
+        elif key in ("profile", "profiles"):
+            profiles.extend(v for v in value.split(",") if v)
+        elif key.startswith("label.") and len(key) > len("label."):
+            labels[key[len("label.") :]] = value
+        else:
+            raise ConfigError(f"--select: expected device=, profile= or label.NAME=, got {key!r}")
+    try:
+        return TargetSelector(device_ids=devices, profiles=profiles, labels=labels)
+    except ValueError as exc:
+        raise ConfigError(f"--select: {exc}") from None
+
+
+def _read(path: Path, what: str) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the {what} ({exc.strerror})") from None
+
+
+# ---------------------------------------------------------------- ls / exec
+
+
+@fleet.command("ls")
+@broker_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.option("--wait", "wait_s", default=1.0, show_default=True, help="Seconds to collect retained state.")
+def ls(broker_file: Path, as_json: bool, wait_s: float) -> None:
+    """Devices with their online state, profile, versions and health (from their retained state)."""
+    with connected_operator(broker_file, wait_s) as operator:
+        records = [r for r in operator.devices() if r.presence is not None or r.reported is not None]
+    if as_json:
+        click.echo(json.dumps([_device_json(r) for r in records], indent=2))
+        return
+    if not records:
+        click.echo("no devices have published their state")
+        return
+    rows = [["device", "online", "profile", "version", "health", "sdk", "labels"]]
+    for r in records:
+        p = r.presence
+        rows.append(
+            [
+                r.device,
+                "yes" if r.online else "no",
+                r.profile or "-",
+                str(r.active_version) if r.active_version is not None else "-",
+                (p.health if p is not None and p.health else "-"),
+                (p.sdk_version if p is not None and p.sdk_version else "-"),
+                ",".join(f"{k}={v}" for k, v in sorted(r.labels.items())) or "-",
+            ]
+        )
+    _table(rows)
+    online = sum(1 for r in records if r.online)
+    click.echo(f"{len(records)} device(s), {online} online")
+
+
+def _device_json(record: DeviceRecord) -> dict[str, Any]:
+    presence = record.presence
+    reported = record.reported
+    return {
+        "device": record.device,
+        "online": record.online,
+        "profile": record.profile,
+        "labels": record.labels,
+        "active_version": record.active_version,
+        "health": presence.health if presence is not None else None,
+        "sdk_version": presence.sdk_version if presence is not None else None,
+        "models": presence.models if presence is not None else [],
+        "pipelines": presence.pipelines if presence is not None else [],
+        "applied_revision": reported.applied_revision if reported is not None else None,
+        "last_deploy": reported.last_deploy.model_dump(mode="json")
+        if reported is not None and reported.last_deploy is not None
+        else None,
+    }
+
+
+@fleet.command("exec")
+@click.argument("device")
+@click.argument("command")
+@broker_option
+@click.option("--args", "args_json", default="{}", help="Command arguments as a JSON object.")
+@click.option("--timeout", default=30.0, show_default=True, help="Seconds to wait for the answer.")
+def exec_command(device: str, command: str, broker_file: Path, args_json: str, timeout: float) -> None:
+    """Run COMMAND (ping, report, start, stop, set_profile, ...) on DEVICE and print its response."""
+    try:
+        args = json.loads(args_json)
+    except ValueError as exc:
+        raise ConfigError(f"--args: expected a JSON object, got invalid JSON ({exc})") from None
+    if not isinstance(args, dict):
+        raise ConfigError(f"--args: expected a JSON object, got {type(args).__name__}")
+    with connected_operator(broker_file, settle_s=0.2) as operator:
+        response = operator.request(device, command, args, timeout)
+    click.echo(json.dumps(response.model_dump(mode="json"), indent=2))
+    if not response.ok:
+        raise SystemExit(1)
+
+
+# ---------------------------------------------------------------- rollouts
+
+
+@fleet.command("deploy")
+@click.argument("manifest_path", metavar="MANIFEST.signed", type=click.Path(path_type=Path, dir_okay=False))
+@broker_option
+@state_option
+@click.option(
+    "--artifacts",
+    "artifacts_dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Folder with the manifest's inline artifacts (default: the manifest's folder).",
+)
+@click.option("--select", "select", multiple=True, help="device=ID, profile=NAME or label.KEY=VALUE (repeatable).")
+@click.option("--first-wave", default=1, show_default=True, type=click.IntRange(min=1), help="Devices in wave 0.")
+@click.option("--rate", "rate", default="60/min", show_default=True, help="Devices per minute after the first wave.")
+@click.option(
+    "--abort-threshold",
+    default=0.2,
+    show_default=True,
+    type=click.FloatRange(0, 1),
+    help="Abort when a wave's failed share passes this.",
+)
+@click.option(
+    "--rollback-manifest",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Signed rollback manifest used to roll a failing wave back (else: previous desired state).",
+)
+@click.option("--timeout", default=120.0, show_default=True, help="Seconds a device has to answer a deploy.")
+@click.option("--offline-wait", default=0.0, show_default=True, help="Seconds to wait for offline devices at the end.")
+@click.option("--id", "rollout_id", help="Rollout id (default: DEPLOYMENT-vVERSION-random).")
+def deploy(
+    manifest_path: Path,
+    broker_file: Path,
+    state_file: Path,
+    artifacts_dir: Path | None,
+    select: tuple[str, ...],
+    first_wave: int,
+    rate: str,
+    abort_threshold: float,
+    rollback_manifest: Path | None,
+    timeout: float,
+    offline_wait: float,
+    rollout_id: str | None,
+) -> None:
+    """Roll a signed deployment out: a first wave, then --rate, stopping at --abort-threshold."""
+    envelope = _read(manifest_path, "signed manifest")
+    rollback = _read(rollback_manifest, "rollback manifest") if rollback_manifest is not None else None
+    rate_per_min = parse_rate(rate)
+    selector = parse_selector(select)
+    with RolloutStore(state_file) as store, connected_operator(broker_file) as operator:
+        try:
+            new_id = create_rollout(
+                operator,
+                store,
+                envelope,
+                selector=selector,
+                first_wave=first_wave,
+                rate_per_min=rate_per_min,
+                abort_threshold=abort_threshold,
+                command_timeout_s=timeout,
+                rollback_manifest=rollback,
+                artifacts_dir=(artifacts_dir or manifest_path.parent).resolve(),
+                rollout_id=rollout_id,
+            )
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        record = store.load(new_id)
+        click.echo(
+            f"rollout {new_id}: version {record.spec.version} to {len(record.devices)} device(s), "
+            f"{record.waves} wave(s), first wave {first_wave}, {rate_per_min:g}/min"
+        )
+        if rollback is None:
+            click.echo("note: no --rollback-manifest; a failing wave is rolled back through its previous desired state")
+        final = RolloutRunner(operator, store, new_id, offline_wait_s=offline_wait, on_change=_echo_change).run()
+    _summary(final)
+
+
+@fleet.command("resume")
+@click.argument("rollout_id", metavar="ROLLOUT", required=False)
+@broker_option
+@state_option
+@click.option("--offline-wait", default=0.0, show_default=True, help="Seconds to wait for offline devices at the end.")
+def resume(rollout_id: str | None, broker_file: Path, state_file: Path, offline_wait: float) -> None:
+    """Continue a rollout after the operator stopped (devices already done are not sent it again)."""
+    with RolloutStore(state_file) as store:
+        rollout_id = _rollout_id(store, rollout_id)
+        with connected_operator(broker_file) as operator:
+            final = RolloutRunner(
+                operator, store, rollout_id, offline_wait_s=offline_wait, on_change=_echo_change
+            ).run()
+    _summary(final)
+
+
+@fleet.command("status")
+@click.argument("rollout_id", metavar="ROLLOUT", required=False)
+@state_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def status(rollout_id: str | None, state_file: Path, as_json: bool) -> None:
+    """A rollout's state and every device's outcome (the latest rollout when ROLLOUT is left out)."""
+    if not state_file.exists():
+        raise ConfigError(f"{state_file}: no rollout state file here (give --state)")
+    with RolloutStore(state_file) as store:
+        record = store.load(_rollout_id(store, rollout_id))
+    if as_json:
+        click.echo(json.dumps(_record_json(record), indent=2))
+        return
+    click.echo(
+        f"rollout {record.id}: {record.spec.deployment_id} version {record.spec.version}, {record.state.value}"
+        + (f" ({record.reason})" if record.reason else "")
+    )
+    rows = [["device", "wave", "outcome", "via", "when", "reason"]]
+    for d in record.devices:
+        when = d.finished_at or d.sent_at
+        stamp = datetime.fromtimestamp(when).strftime("%H:%M:%S") if when else "-"
+        rows.append([d.device, str(d.wave), d.outcome.value, d.via or "-", stamp, (d.reason or "")[:100]])
+    _table(rows)
+    click.echo(_counts(record))
+
+
+@fleet.command("rollback")
+@click.argument("rollout_id", metavar="ROLLOUT", required=False)
+@broker_option
+@state_option
+def rollback(rollout_id: str | None, broker_file: Path, state_file: Path) -> None:
+    """Roll back every device a rollout activated (its rollback manifest, else the previous desired state)."""
+    with RolloutStore(state_file) as store:
+        rollout_id = _rollout_id(store, rollout_id)
+        with connected_operator(broker_file) as operator:
+            record = roll_back_rollout(operator, store, rollout_id)
+    _summary(record)
+    if any(d.outcome is Outcome.ACTIVE for d in record.devices):
+        raise SystemExit(1)
+
+
+# ---------------------------------------------------------------- output
+
+
+def _rollout_id(store: RolloutStore, given: str | None) -> str:
+    if given:
+        return given
+    latest = store.latest()
+    if latest is None:
+        raise ConfigError(f"{store.path}: no rollouts yet")
+    return latest
+
+
+def _echo_change(device: str, outcome: Outcome, reason: str | None) -> None:
+    click.echo(f"  {device}: {outcome.value}" + (f" ({reason})" if reason and outcome is not Outcome.SENT else ""))
+
+
+def _counts(record: RolloutRecord) -> str:
+    counts = record.counts()
+    return f"{len(record.devices)} device(s): " + ", ".join(f"{n} {k}" for k, n in counts.items() if n)
+
+
+def _summary(record: RolloutRecord) -> None:
+    click.echo(f"rollout {record.id}: {record.state.value}" + (f" ({record.reason})" if record.reason else ""))
+    click.echo(_counts(record))
+    if record.state is RolloutState.ABORTED:
+        raise SystemExit(1)
+
+
+def _record_json(record: RolloutRecord) -> dict[str, Any]:
+    return {
+        "id": record.id,
+        "deployment_id": record.spec.deployment_id,
+        "version": record.spec.version,
+        "state": record.state.value,
+        "reason": record.reason,
+        "first_wave": record.spec.first_wave,
+        "rate_per_min": record.spec.rate_per_min,
+        "abort_threshold": record.spec.abort_threshold,
+        "counts": record.counts(),
+        "devices": [
+            {
+                "device": d.device,
+                "wave": d.wave,
+                "outcome": d.outcome.value,
+                "via": d.via,
+                "reason": d.reason,
+                "previous_version": d.previous_version,
+                "attempts": d.attempts,
+                "sent_at": d.sent_at,
+                "finished_at": d.finished_at,
+            }
+            for d in record.devices
+        ],
+    }
+
+
+def _table(rows: list[list[str]]) -> None:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+
+
+__all__ = ["fleet"]
