@@ -38,6 +38,7 @@ from .artifacts import ArtifactStore
 from .commands import COMMANDS, CommandError
 from .deploy import Deployer, DeployResult
 from .manifest import DeviceIdentity
+from .pipelines import DEFAULT_START_TIMEOUT_S, PipelineStartError, PipelineSupervisor
 from .protocol import (
     BAD_REQUEST,
     INTERNAL,
@@ -64,7 +65,7 @@ STOP_TIMEOUT_S = 5.0
 
 @dataclass(frozen=True)
 class _Work:
-    kind: str  # "command" | "desired" | "chunk" | "connected" | "converge" | "stop"
+    kind: str  # "command" | "desired" | "chunk" | "connected" | "converge" | "facts" | "pipelines" | "stop"
     message: Message | None = None
 
 
@@ -87,16 +88,21 @@ class Agent:
         self._catalog = ProfileCatalog(config.profile_dir)
         self._profile = profile or self._catalog.resolve(self.state.profile or config.profile)
         self._now = now
+        cache = EngineCache(config.engine_cache_dir) if config.engine_cache_dir else None
+        self._queue: queue.Queue[_Work] = queue.Queue()
+        self.pipelines = PipelineSupervisor(
+            self.store, lambda: self._profile, cache, on_change=lambda: self._queue.put(_Work("facts"))
+        )
         self.deployer = Deployer(
             self.store,
             _trusted_keys(config.trusted_keys_dir),
             identity=self.identity,
             profile=lambda: self._profile,
             now=now,
-            cache=EngineCache(config.engine_cache_dir) if config.engine_cache_dir else None,
+            cache=cache,
+            on_activated=self._restart_pipelines,
         )
         self.client = client(self._settings())
-        self._queue: queue.Queue[_Work] = queue.Queue()
         self._chunk_bytes = 0
         self._chunk_lock = threading.Lock()
         self._desired: DesiredState | None = None
@@ -111,6 +117,7 @@ class Agent:
         """Start the worker, connect in the background and subscribe (renewed on every reconnect)."""
         self._worker = threading.Thread(target=self._work, name=f"edge-agent-{self.config.device_id}", daemon=True)
         self._worker.start()
+        self._queue.put(_Work("pipelines"))
         self._remove_listener = self.client.add_listener(self._on_connection)
         self.client.start()
         self.client.subscribe(self.topics.cmd, self._enqueue("command"), qos=1)
@@ -122,15 +129,16 @@ class Agent:
         """Publish offline presence (retained), disconnect cleanly, stop the worker."""
         if self._remove_listener is not None:
             self._remove_listener()
+        self._queue.put(_Work("stop"))
+        if self._worker is not None:
+            self._worker.join(STOP_TIMEOUT_S)
+        self.pipelines.stop_all()
         if self.client.is_connected:
             try:
                 self.client.publish(self.topics.state, offline_presence(self.config.device_id), qos=1, retain=True)
             except MqttError as exc:
                 log.warning("could not publish offline presence: %s", exc)
         self.client.disconnect(flush_timeout=STOP_TIMEOUT_S)
-        self._queue.put(_Work("stop"))
-        if self._worker is not None:
-            self._worker.join(STOP_TIMEOUT_S)
         self.deployer.close()
 
     def __enter__(self) -> Agent:
@@ -157,7 +165,9 @@ class Agent:
             except ArtifactError as exc:
                 log.warning("cannot read the active manifest: %s", exc)
         last = self.state.last_deploy
-        health = "degraded" if last is not None and last.outcome in ("rolled_back", "failed") else "ok"
+        running = self.pipelines.running()
+        degraded = last is not None and last.outcome in ("rolled_back", "failed")
+        health = "degraded" if degraded or set(self.state.pipelines) - set(running) else "ok"
         return Presence(
             device=self.config.device_id,
             online=True,
@@ -166,7 +176,7 @@ class Agent:
             sdk_version=__version__,
             active_version=current,
             models=models,
-            pipelines=list(self.state.pipelines),
+            pipelines=running,
             health=health,
             since=self._online_since,
         )
@@ -177,7 +187,7 @@ class Agent:
             applied_revision=self.state.applied_revision,
             active_version=self.store.current_version(),
             last_deploy=self.state.last_deploy,
-            pipelines=list(self.state.pipelines),
+            pipelines=self.pipelines.running(),
         )
 
     # ---------------------------------------------------------------- what commands do
@@ -197,12 +207,19 @@ class Agent:
         return result
 
     def set_pipeline(self, name: str, running: bool) -> list[str]:
-        """Record a pipeline as running or stopped (no pipeline process is started yet)."""
-        pipelines = [p for p in self.state.pipelines if p != name] + ([name] if running else [])
-        self.state.pipelines = sorted(pipelines)
+        """Start (PipelineStartError when it cannot) or stop a pipeline; returns the running ones.
+
+        A started pipeline is wanted: it is started again on every new version and after a restart.
+        """
+        if running:
+            self.pipelines.start(name, timeout=self._start_timeout(self.store.current_version()))
+        else:
+            self.pipelines.stop(name)
+        wanted = [p for p in self.state.pipelines if p != name] + ([name] if running else [])
+        self.state.pipelines = sorted(wanted)
         self.state.save()
         self._publish_facts()
-        return list(self.state.pipelines)
+        return self.pipelines.running()
 
     def set_profile(self, name: str) -> None:
         self._profile = self._catalog.load(name)
@@ -253,7 +270,11 @@ class Agent:
                 self.handled += 1
 
     def _handle(self, work: _Work) -> None:
-        if work.kind == "connected":
+        if work.kind == "facts":
+            self._publish_facts()
+        elif work.kind == "pipelines":
+            self._sync_pipelines()
+        elif work.kind == "connected":
             self._online_since = self._now()
             self._publish_facts()
             self._converge()
@@ -345,6 +366,7 @@ class Agent:
             return
         log.info("converging to desired revision %d", desired.revision)
         applied = True
+        self.state.pipelines = sorted(set(desired.pipelines))  # a new version starts these
         if desired.deployment is not None:
             result = self.apply_deployment(desired.deployment.encode("utf-8", errors="surrogatepass"))
             if result.status == "need_chunks":
@@ -357,11 +379,34 @@ class Agent:
                 )
             elif result.status == "deploy_failed":
                 applied = False  # e.g. a download failed: tried again on the next connect
-        self.state.pipelines = sorted(set(desired.pipelines))
+        self._sync_pipelines()
         if applied:
             self.state.applied_revision = desired.revision
         self.state.save()
         self._publish_facts()
+
+    def _start_timeout(self, version: int | None) -> float:
+        try:
+            check = self.store.manifest(version).health_check if version is not None else None
+        except ArtifactError:
+            check = None
+        return check.pipeline_start_timeout_s if check is not None else DEFAULT_START_TIMEOUT_S
+
+    def _restart_pipelines(self, version: int) -> None:
+        """After an activation: the wanted pipelines run on `version` (PipelineStartError rolls it back)."""
+        self.pipelines.restart_on(version, list(self.state.pipelines), self._start_timeout(version))
+
+    def _sync_pipelines(self) -> None:
+        """Start wanted pipelines that do not run, stop the others; failures are logged and shown as degraded."""
+        running = set(self.pipelines.running())
+        for name in sorted(running - set(self.state.pipelines)):
+            self.pipelines.stop(name)
+        for name in self.state.pipelines:
+            if name not in running:
+                try:
+                    self.pipelines.start(name, timeout=self._start_timeout(self.store.current_version()))
+                except PipelineStartError as exc:
+                    log.warning("%s", exc)
 
     def _publish_facts(self) -> None:
         for topic, message in ((self.topics.state, self.presence()), (self.topics.reported, self.reported())):

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 from edge_sdk.errors import ConfigError, FleetError
 
 from .manifest import IDENTIFIER_PATTERN
-from .protocol import BAD_REQUEST, utc_now
+from .pipelines import PipelineStartError
+from .protocol import BAD_REQUEST, PIPELINE_FAILED, utc_now
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -83,12 +84,16 @@ def rollback(agent: Agent, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def start(agent: Agent, args: dict[str, Any]) -> dict[str, Any]:
-    """Record pipeline `args.pipeline` as running (the agent does not run pipeline processes yet)."""
-    return {"pipelines": agent.set_pipeline(_name_arg(args, "pipeline"), running=True)}
+    """Start pipeline `args.pipeline` (a pipeline artifact of the active version); it keeps running across deploys."""
+    name = _name_arg(args, "pipeline")
+    try:
+        return {"pipelines": agent.set_pipeline(name, running=True)}
+    except PipelineStartError as exc:
+        raise CommandError(PIPELINE_FAILED, str(exc), detail=exc.reason) from None
 
 
 def stop(agent: Agent, args: dict[str, Any]) -> dict[str, Any]:
-    """Record pipeline `args.pipeline` as stopped."""
+    """Stop pipeline `args.pipeline` (and no longer start it after deploys)."""
     return {"pipelines": agent.set_pipeline(_name_arg(args, "pipeline"), running=False)}
 
 

@@ -281,6 +281,11 @@ class Deployer:
                 now_active = self.store.rollback()
             message = f"activating version {version} failed: {exc}; running version {now_active}"
             log.error("%s", message)
+            if now_active is not None and self._on_activated is not None:
+                try:  # bring back what ran before (e.g. its pipelines)
+                    self._on_activated(now_active)
+                except Exception as again:
+                    log.error("restoring version %d after the failed activation failed too: %s", now_active, again)
             return DeployResult("activation_failed", version, now_active, message=message, detail="activation")
         log.info("version %d is active (was %s)", version, current)
         return DeployResult("active", version, version, facts=facts)

@@ -59,12 +59,19 @@ def make_deployment(
     *,
     expected_offset: float = 0.0,
     now: datetime | None = None,
+    pipeline: str | None = None,
     **overrides: Any,
 ) -> Deployment:
-    """A signed deployment of the classifier with its health check (for DEVICE_ID on PROFILE by default)."""
+    """A signed deployment of the classifier with its health check (for DEVICE_ID on PROFILE by default).
+
+    `pipeline` adds a pipeline artifact `people.yaml` with that text.
+    """
     now = now or datetime.now(timezone.utc)
     files = model_files(folder / f"v{version}", expected_offset)
-    kinds = {"classifier.onnx": "model", "sample.npz": "file", "expected.npz": "file"}
+    kinds = {"classifier.onnx": "model", "sample.npz": "file", "expected.npz": "file", "people.yaml": "pipeline"}
+    if pipeline is not None:
+        files["people.yaml"] = folder / f"v{version}" / "people.yaml"
+        files["people.yaml"].write_text(pipeline)
     data: dict[str, Any] = {
         "deployment_id": f"classifier-{version}",
         "version": version,
@@ -92,3 +99,15 @@ def make_rollback(key: Ed25519PrivateKey, of: Deployment, now: datetime | None =
         expires_at=(now + timedelta(days=1)).isoformat(),
     )
     return sign_manifest(DeploymentManifest.model_validate(data), key).to_bytes()
+
+
+def people_pipeline(results: Path, source: str = "synthetic://?frames=100000&size=16x16&fps=20&realtime=true") -> str:
+    """A pipeline of the deployed classifier over a live synthetic camera, in one process, results to JSONL."""
+    return f"""name: people
+model: {{path: classifier.onnx}}
+preprocess: {{resize: [8, 8], layout: nchw, dtype: float32, scale: 0.00392156862745098}}
+sources: [{{uri: "{source}", name: cam}}]
+postprocess: {{type: classification, output: logits}}
+sinks: [{{type: jsonl, path: "{results}"}}]
+runtime: {{mode: inline}}
+"""

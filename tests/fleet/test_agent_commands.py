@@ -88,4 +88,5 @@ def test_agent_command_when_fuzzed_then_exactly_one_answer_and_no_crash(agent: A
             "unknown_command",
             "refused",
             "deploy_failed",
+            "pipeline_failed",
         ), response.error

@@ -75,5 +75,8 @@ def test_agent_with_operator_when_deploy_rollback_and_desired_pipelines_then_dev
     assert operator.wait_for(
         lambda r: r.reported is not None and r.reported.applied_revision == desired.revision, DEVICE_ID, WAIT_S
     ), "the device applies the desired revision"
-    assert operator.device(DEVICE_ID).reported.pipelines == ["people"]  # type: ignore[union-attr]
+    assert agent.state.pipelines == ["people"]
+    assert operator.wait_for(lambda r: r.presence is not None and r.presence.health == "degraded", DEVICE_ID, WAIT_S), (
+        "a wanted pipeline that cannot run (no such artifact) shows as degraded"
+    )
     assert agent.store.current_version() == 1
