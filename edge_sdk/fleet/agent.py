@@ -31,6 +31,7 @@ from edge_sdk.errors import ArtifactError, ChunkError, ConfigError, FleetError
 from edge_sdk.mqtt import ConnectionEvent, ConnectionState, Message, MqttClient, MqttError, MqttSettings, Will
 from edge_sdk.mqtt.topics import DeviceTopics
 from edge_sdk.profiles import DeviceProfile, ProfileCatalog
+from edge_sdk.status import StatusEvent
 
 from .agent_config import AgentConfig
 from .agent_state import AgentState
@@ -91,7 +92,11 @@ class Agent:
         cache = EngineCache(config.engine_cache_dir) if config.engine_cache_dir else None
         self._queue: queue.Queue[_Work] = queue.Queue()
         self.pipelines = PipelineSupervisor(
-            self.store, lambda: self._profile, cache, on_change=lambda: self._queue.put(_Work("facts"))
+            self.store,
+            lambda: self._profile,
+            cache,
+            on_change=lambda: self._queue.put(_Work("facts")),
+            on_status=self._pipeline_status,
         )
         self.deployer = Deployer(
             self.store,
@@ -407,6 +412,14 @@ class Agent:
                     self.pipelines.start(name, timeout=self._start_timeout(self.store.current_version()))
                 except PipelineStartError as exc:
                     log.warning("%s", exc)
+
+    def _pipeline_status(self, pipeline: str, event: StatusEvent) -> None:
+        """Pipeline status events go to telemetry/pipelines/<name> (QoS 1; spooled while offline with a spool)."""
+        payload = json.dumps({"device": self.config.device_id, "pipeline": pipeline, **event.to_dict()}, default=str)
+        try:
+            self.client.publish(self.topics.telemetry("pipelines", pipeline), payload.encode(), qos=1, wait=False)
+        except MqttError as exc:
+            log.debug("pipeline status not published: %s", exc)
 
     def _publish_facts(self) -> None:
         for topic, message in ((self.topics.state, self.presence()), (self.topics.reported, self.reported())):

@@ -48,8 +48,14 @@ class _Run:
     ended: threading.Event = field(default_factory=threading.Event)
     error: str | None = None
     thread: threading.Thread | None = None
+    forward: Callable[[str, StatusEvent], None] | None = None
 
     def on_status(self, event: StatusEvent) -> None:
+        if self.forward is not None:
+            try:
+                self.forward(self.name, event)
+            except Exception:
+                log.exception("pipeline status listener failed")
         if event.kind in _STARTED:
             self.started.set()
         elif event.kind in _FAILED and not self.started.is_set():
@@ -65,11 +71,13 @@ class PipelineSupervisor:
         profile: Callable[[], DeviceProfile],
         cache: EngineCache | None = None,
         on_change: Callable[[], None] | None = None,
+        on_status: Callable[[str, StatusEvent], None] | None = None,
     ):
         self.store = store
         self._profile = profile
         self._cache = cache
         self._on_change = on_change
+        self._on_status = on_status
         self._lock = threading.Lock()
         self._runs: dict[str, _Run] = {}
 
@@ -105,7 +113,7 @@ class PipelineSupervisor:
             config = load_pipeline(self.store.artifact_path(artifact, version))
         except Exception as exc:  # a pipeline file that does not load is a failed start, whatever broke
             raise PipelineStartError(f"pipeline '{name}' of version {version}: {exc}") from None
-        run = _Run(name, version)
+        run = _Run(name, version, forward=self._on_status)
         profile = self._profile()
         run.thread = threading.Thread(
             target=self._run, args=(run, config, profile), name=f"pipeline-{name}", daemon=True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -69,6 +70,9 @@ def test_pipeline_when_started_then_it_runs_the_deployed_model_and_survives_a_ne
     assert agent.set_pipeline("people", running=True) == ["people"]
     assert wait_for_lines(results, 3) >= 3, "the pipeline writes classification results"
     assert agent.presence().pipelines == ["people"] and agent.presence().health == "ok"
+    client: RecordingClient = agent.client  # type: ignore[assignment]
+    telemetry = [json.loads(p) for t, p, _ in client.published if t == agent.topics.telemetry("pipelines", "people")]
+    assert any(event["kind"] == "source_connected" for event in telemetry), "status events go to telemetry"
 
     # when version 2 is activated, then the pipeline runs again, now from version 2
     assert (
