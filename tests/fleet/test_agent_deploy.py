@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import shutil
+import threading
+from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -168,3 +173,48 @@ def test_deploy_when_rollback_required_but_manifest_is_a_deployment_then_refused
     result = deployer.deploy(make_deployment(tmp_path, operator_keys.private, 1).signed, require_rollback=True)
     assert (result.status, result.detail) == ("refused", "rollback-unavailable")
     assert deployer.store.current_version() is None
+
+
+@pytest.fixture
+def http_folder(tmp_path: Path) -> Iterator[tuple[Path, str]]:
+    """A folder served over plain http on 127.0.0.1 (the manifest's SHA-256 is what makes it safe)."""
+    folder = tmp_path / "www"
+    folder.mkdir()
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(folder))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield folder, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def url_deployment(tmp_path: Path, keys: Keys, version: int, base_url: str, www: Path) -> Deployment:
+    inline = make_deployment(tmp_path / f"url{version}", keys.private, version)
+    artifacts = []
+    for artifact in inline.manifest.artifacts:
+        shutil.copyfile(inline.files[artifact.name], www / artifact.name)
+        data = artifact.model_dump(mode="json")
+        data["source"] = {"type": "url", "url": f"{base_url}/{artifact.name}"}
+        artifacts.append(data)
+    return make_deployment(tmp_path / f"url{version}", keys.private, version, artifacts=artifacts)
+
+
+def test_deploy_when_artifacts_come_from_a_url_then_downloaded_checked_and_active(
+    deployer: Deployer, tmp_path: Path, operator_keys: Keys, http_folder: tuple[Path, str]
+) -> None:
+    www, base_url = http_folder
+    result = deployer.deploy(url_deployment(tmp_path, operator_keys, 1, base_url, www).signed)
+    assert (result.status, deployer.store.current_version()) == ("active", 1), result.message
+
+
+def test_deploy_when_downloaded_artifact_differs_from_its_hash_then_failed_and_version_kept(
+    deployer: Deployer, tmp_path: Path, operator_keys: Keys, http_folder: tuple[Path, str]
+) -> None:
+    www, base_url = http_folder
+    deployer.deploy(url_deployment(tmp_path, operator_keys, 1, base_url, www).signed)
+    second = url_deployment(tmp_path, operator_keys, 2, base_url, www)
+    (www / "expected.npz").write_bytes(b"not what was signed")
+    result = deployer.deploy(second.signed)
+    assert result.status == "deploy_failed" and result.detail == "artifact-hash", result
+    assert deployer.store.current_version() == 1 and deployer.store.versions() == [1]
