@@ -11,6 +11,7 @@ blocking call (`request`, `deploy`, `publish_desired`) runs on the caller's thre
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from edge_sdk.errors import FleetError
-from edge_sdk.mqtt import Message, MqttClient
+from edge_sdk.mqtt import AckTimeoutError, Message, MqttClient
 from edge_sdk.mqtt.topics import DeviceTopics
 
 from .chunks import encode_chunk
@@ -203,16 +204,20 @@ class FleetOperator:
         pending = _Pending(device)
         with self._lock:
             self._pending[command.id] = pending
+        deadline = time.monotonic() + timeout
         try:
-            self.client.publish(
-                topics.cmd,
-                encode_message(command),
-                qos=1,
-                wait=min(timeout, self.client.settings.publish_timeout_s),
-                response_topic=topics.resp,
-                correlation_data=command.id.encode("ascii"),
-            )
-            if not pending.event.wait(timeout) or pending.response is None:
+            # paho keeps a QoS 1 message until the broker has it (also across a reconnect): a slow
+            # acknowledgement is no reason to stop waiting for the answer.
+            with contextlib.suppress(AckTimeoutError):
+                self.client.publish(
+                    topics.cmd,
+                    encode_message(command),
+                    qos=1,
+                    wait=min(timeout, self.client.settings.publish_timeout_s),
+                    response_topic=topics.resp,
+                    correlation_data=command.id.encode("ascii"),
+                )
+            if not pending.event.wait(max(0.0, deadline - time.monotonic())) or pending.response is None:
                 raise CommandTimeoutError(f"device '{device}' did not answer '{name}' within {timeout:g} s")
             return pending.response
         finally:
@@ -284,7 +289,12 @@ class FleetOperator:
             except OSError as exc:
                 raise ChunkSendError(f"{path}: cannot read artifact '{name}' ({exc.strerror})") from None
         if last is not None:  # the broker acknowledges in order: once the last is acknowledged, all are
-            self.client.publish(*last, qos=1, wait=True)
+            try:
+                self.client.publish(*last, qos=1, wait=True)
+            except AckTimeoutError:
+                log.warning(
+                    "chunks for %s not acknowledged in time; the device will ask again for what it lacks", device
+                )
         return sent
 
     # ---------------------------------------------------------------- desired state
