@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -90,3 +91,20 @@ def test_agent_command_when_fuzzed_then_exactly_one_answer_and_no_crash(agent: A
             "deploy_failed",
             "pipeline_failed",
         ), response.error
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
+@given(
+    payload=st.binary(max_size=256)
+    | st.builds(
+        lambda revision, deployment: json.dumps({"revision": revision, "deployment": deployment}).encode(),
+        st.integers(min_value=-2, max_value=2**70),
+        st.none() | st.text(max_size=64),
+    ),
+    suffix=st.text(alphabet="0123456789abc./-", max_size=24),
+)
+def test_agent_desired_and_chunks_when_fuzzed_then_refused_quietly(agent: Agent, payload: bytes, suffix: str) -> None:
+    agent._on_desired(Message(topic=agent.topics.desired, payload=payload, qos=1, retain=True))
+    agent._chunk(Message(topic=agent.topics.artifacts(*suffix.split("/")), payload=payload, qos=1, retain=False))
+    assert agent.store.current_version() is None
+    assert agent.deployer.pending_versions() == [], "nothing is received without a verified manifest"
