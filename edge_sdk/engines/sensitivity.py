@@ -130,7 +130,7 @@ def rank_layers(
             unchanged = 0.0 if task.kind == "detection" else None
             layer = LayerSensitivity(node, op_types[node], 0.0, 1.0, drop_metric_name(task, labels), unchanged)
             scored.append((layer, 0.0))
-        log.debug("sensitivity %s: %s %.4f, cosine %.6f", node, metric, drop, layer.cosine)
+        log.debug("sensitivity %s: %s %.4f, cosine %.6f", node, layer.metric, layer.metric_drop, layer.cosine)
         if progress is not None:
             progress(index, len(candidates), node)
     scored.sort(key=lambda pair: (-pair[0].metric_drop, -pair[1]))

@@ -104,3 +104,25 @@ def test_search_mixed_precision_when_to_dict_lists_what_stayed_float(setup: Setu
     assert payload["excluded_nodes"] == [SENSITIVE_NODE]
     assert payload["steps"] == [{"excluded": 1, "passed": True, "failures": []}]
     assert payload["most_sensitive"][0]["node"] == SENSITIVE_NODE
+
+
+def test_rank_layers_when_first_node_does_not_quantise_alone_ranks_it_harmless(setup: Setup) -> None:
+    # given a ranking request that starts with a pass-through node (a ReLU reading float data)
+    from edge_sdk.engines.sensitivity import rank_layers
+
+    # when the layers are ranked
+    layers = rank_layers(
+        setup.model,
+        setup.ranges,
+        SETTINGS,
+        setup.held_out.samples,
+        setup.reference,
+        TASK,
+        setup.held_out.labels,
+        nodes=["relu_b", SENSITIVE_NODE],
+    )
+
+    # then the ReLU is ranked as costing nothing (it once crashed the detector's mixed-precision search)
+    by_node = {layer.node: layer for layer in layers}
+    assert by_node["relu_b"].metric_drop == 0.0, "a node that stays float alone costs nothing"
+    assert layers[0].node == SENSITIVE_NODE, "the broken layer still ranks first"

@@ -78,11 +78,13 @@ def accuracy_line(prepared: PreparedEngine) -> str:
     int8 = prepared.entry.manifest["facts"].get("int8", {})
     report = int8.get("accuracy", {})
     parts = [
-        f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}"
-        for k, v in report.items()
-        if not isinstance(v, list | dict)
+        f"{key}={value:.4f}" if isinstance(value, float) else f"{key}={value}"
+        for key, value in report.items()
+        if value is not None and not isinstance(value, list | dict)
     ]
-    return ", ".join(parts)
+    if report.get("matched_boxes") is None:
+        parts += [f"{o['name']} cosine {o['cosine']:.4f}" for o in report.get("outputs", [])]
+    return ", ".join([*parts, f"layers kept in float: {len(int8.get('excluded_nodes', []))}"])
 
 
 def main() -> None:
