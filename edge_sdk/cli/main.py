@@ -11,6 +11,7 @@ import click
 from edge_sdk import __version__
 from edge_sdk.errors import EdgeSDKError
 
+from .agent_commands import agent
 from .context import CliContext
 from .engine_commands import bench, build, cache
 from .fleet_keys_commands import fleet
@@ -43,7 +44,7 @@ def cli(ctx: click.Context, debug: bool, profile_dir: Path | None, cache_dir: Pa
     ctx.obj = CliContext(profile_dir=profile_dir, cache_dir=cache_dir)
 
 
-for command in (profiles, build, cache, bench, inspect, compare, sensitivity, run, doctor, schema, fleet):
+for command in (profiles, build, cache, bench, inspect, compare, sensitivity, run, doctor, schema, fleet, agent):
     cli.add_command(command)
 
 
