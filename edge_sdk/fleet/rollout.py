@@ -175,8 +175,9 @@ class RolloutRunner:
     def run(self, stop: threading.Event | None = None) -> RolloutRecord:
         stop = stop or threading.Event()
         record = self.store.load(self.rollout_id)
-        if record.state.finished:
+        if record.state.finished and not (record.state is RolloutState.ABORTED and record.aborted_wave is not None):
             return record
+        self._aborted_wave = record.aborted_wave  # an aborted rollout resumes its rollback
         self.spec = record.spec
         self._sizes: dict[int, int] = {}
         for device in record.devices:
@@ -200,7 +201,7 @@ class RolloutRunner:
                 self._finish()
         finally:
             remove()
-            self._executor.shutdown(wait=True)
+            self._executor.shutdown(wait=True, cancel_futures=stop.is_set())
             self._record_late_results()
         return self.store.load(self.rollout_id)
 
@@ -378,7 +379,7 @@ class RolloutRunner:
                 f"above the abort threshold {self.spec.abort_threshold:.0%}"
             )
             log.warning("rollout %s aborted: %s", self.rollout_id, reason)
-            self.store.set_state(self.rollout_id, RolloutState.ABORTED, reason)
+            self.store.set_state(self.rollout_id, RolloutState.ABORTED, reason, aborted_wave=wave)
 
     # ---------------------------------------------------------------- ends
     def _drain(self, stop: threading.Event) -> None:

@@ -37,7 +37,8 @@ CREATE TABLE IF NOT EXISTS rollouts (
     abort_threshold REAL NOT NULL,
     command_timeout_s REAL NOT NULL,
     state TEXT NOT NULL,
-    reason TEXT
+    reason TEXT,
+    aborted_wave INTEGER
 );
 CREATE TABLE IF NOT EXISTS rollout_devices (
     rollout_id TEXT NOT NULL REFERENCES rollouts(id),
@@ -92,7 +93,7 @@ class RolloutState(str, enum.Enum):
     RUNNING = "running"  # devices still to send to
     WAITING = "waiting"  # everything sent; some offline devices converge through their desired state
     COMPLETED = "completed"  # every device has a final outcome
-    ABORTED = "aborted"  # the abort threshold was passed; the failing wave was rolled back
+    ABORTED = "aborted"  # the abort threshold was passed; the failing wave is rolled back (resumable)
     ROLLED_BACK = "rolled_back"  # an operator rolled the whole rollout back
 
     @property
@@ -164,6 +165,8 @@ class RolloutRecord:
     created_at: float
     updated_at: float
     devices: list[DeviceProgress]
+    aborted_wave: int | None = None
+    """The wave whose failures stopped the rollout (its active devices are rolled back)."""
 
     def counts(self) -> dict[str, int]:
         """Devices per outcome (every outcome listed, zeros included)."""
@@ -218,7 +221,7 @@ class RolloutStore:
         waves = assign_waves(len(targets), spec.first_wave, spec.wave_size)
         with self._lock, self._db:
             self._db.execute(
-                "INSERT INTO rollouts VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "INSERT INTO rollouts VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     rollout_id,
                     now,
@@ -235,6 +238,7 @@ class RolloutStore:
                     spec.command_timeout_s,
                     RolloutState.RUNNING.value if targets else RolloutState.COMPLETED.value,
                     None if targets else "no device matched the selector",
+                    None,
                 ),
             )
             self._db.executemany(
@@ -261,11 +265,14 @@ class RolloutStore:
             )
             self._db.execute("UPDATE rollouts SET updated_at=? WHERE id=?", (now, rollout_id))
 
-    def set_state(self, rollout_id: str, state: RolloutState, reason: str | None = None) -> None:
+    def set_state(
+        self, rollout_id: str, state: RolloutState, reason: str | None = None, aborted_wave: int | None = None
+    ) -> None:
         with self._lock, self._db:
             self._db.execute(
-                "UPDATE rollouts SET state=?, reason=COALESCE(?, reason), updated_at=? WHERE id=?",
-                (state.value, reason, time.time(), rollout_id),
+                "UPDATE rollouts SET state=?, reason=COALESCE(?, reason), aborted_wave=COALESCE(?, aborted_wave), "
+                "updated_at=? WHERE id=?",
+                (state.value, reason, aborted_wave, time.time(), rollout_id),
             )
 
     def remember_devices(self, facts: Iterable[Presence]) -> None:
@@ -299,7 +306,7 @@ class RolloutStore:
                 (rollout_id,),
             ).fetchall()
         (rid, created, updated, deployment_id, version, manifest, rollback, artifacts, selector) = row[:9]
-        first_wave, rate, threshold, timeout, state, reason = row[9:]
+        first_wave, rate, threshold, timeout, state, reason, aborted_wave = row[9:]
         spec = RolloutSpec(
             manifest=bytes(manifest),
             deployment_id=deployment_id,
@@ -328,7 +335,7 @@ class RolloutStore:
             )
             for d in devices
         ]
-        return RolloutRecord(rid, spec, RolloutState(state), reason, created, updated, progress)
+        return RolloutRecord(rid, spec, RolloutState(state), reason, created, updated, progress, aborted_wave)
 
     def list(self) -> list[tuple[str, str, int, float]]:
         """(id, state, version, created_at) of every rollout, newest first."""

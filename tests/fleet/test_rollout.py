@@ -307,3 +307,33 @@ def test_roll_back_rollout_when_asked_then_active_devices_go_back_and_offline_on
     assert harness.devices["cam-1"].active_version == 1
     payload = operator.device("cam-3").desired_payload
     assert payload is not None and decode_desired(payload).deployment is None, "cam-3 no longer wants version 2"
+
+
+def test_rollout_when_operator_stops_right_after_an_abort_then_resuming_rolls_the_wave_back_once(
+    harness: Harness,
+) -> None:
+    # given a first wave of three where one fails its health check (33% > 20%)
+    harness.device("cam-1")
+    harness.device("cam-2")
+    harness.device("cam-3", behaviour="health_fail")
+    operator = harness.operator()
+    stop = threading.Event()
+
+    def stop_at_the_failure(device: str, outcome: Outcome, reason: str | None) -> None:
+        if outcome is Outcome.FAILED:
+            stop.set()
+
+    with RolloutStore(harness.state_file) as store:
+        rollout_id = rollout(harness, operator, store, first_wave=3)
+        # when the operator stops as the rollout aborts, before it has rolled anything back
+        partial = RolloutRunner(operator, store, rollout_id, on_change=stop_at_the_failure).run(stop)
+        assert partial.state is RolloutState.ABORTED and partial.aborted_wave == 0
+        assert all(d.commands["rollback"] == 0 for d in harness.devices.values())
+        # and the aborted rollout is run again (the operator's certificate allows one connection: reuse it)
+        record = RolloutRunner(operator, store, rollout_id).run()
+        # then the wave's active devices are rolled back, each exactly once, and running it again changes nothing
+        again = RolloutRunner(operator, store, rollout_id).run()
+    assert outcomes(record) == {"cam-1": Outcome.ROLLED_BACK, "cam-2": Outcome.ROLLED_BACK, "cam-3": Outcome.FAILED}
+    assert outcomes(again) == outcomes(record)
+    for name in ("cam-1", "cam-2"):
+        assert harness.devices[name].commands["rollback"] == 1 and harness.devices[name].active_version == 1
