@@ -11,10 +11,12 @@ How it goes:
 - an online device gets a `deploy` command (chunks sent when it asks) and, once active, its retained
   desired state; an offline device gets only the retained desired state and converges to it when
   it returns (its `reported` state resolves it, or a deploy command when it comes online);
-- after every outcome, a wave whose failures (refused, failed, timed out) over its size pass
-  `abort_threshold` stops the rollout: nothing more is sent, and the devices of that wave (and any
-  later one in flight) that became active are rolled back (signed rollback manifest, or desired
-  state back to the previous deployment);
+- after every outcome, a wave whose failure ratio passes `abort_threshold` stops the rollout:
+  nothing more is sent, and the devices of that wave (and any later one in flight) that became
+  active are rolled back (signed rollback manifest, or desired state back to the previous
+  deployment). The ratio is failures (refused, failed, timed out) over the devices of the wave that
+  finished, but over no fewer than `first_wave` of them (or the whole wave when it is smaller), so
+  one early failure does not stop a big wave and a big wave need not fail in bulk to stop;
 - every change is written to the `RolloutStore` first, so `run()` on a new operator resumes where
   it stopped: done devices are never sent the deployment again.
 """
@@ -36,7 +38,10 @@ from edge_sdk.mqtt import MqttError
 from .manifest import TargetSelector
 from .operator import ChunkSendError, CommandTimeoutError, DeviceRecord, FleetOperator, manifest_of
 from .protocol import ACTIVATION_FAILED, HEALTH_FAILED, REFUSED, Response
+from .rollout_rollback import restore_desired, roll_back_device, roll_back_rollout
 from .rollout_store import (
+    VIA_COMMAND,
+    VIA_DESIRED,
     DeviceProgress,
     Outcome,
     RolloutRecord,
@@ -48,8 +53,10 @@ from .rollout_store import (
 
 log = logging.getLogger(__name__)
 
-COMMAND = "command"
-DESIRED = "desired"
+COMMAND = VIA_COMMAND
+DESIRED = VIA_DESIRED
+
+__all__ = ["RolloutRunner", "create_rollout", "outcome_of", "roll_back_rollout", "select_targets"]
 
 
 def select_targets(operator: FleetOperator, envelope: bytes, selector: TargetSelector | None) -> list[TargetDevice]:
@@ -371,11 +378,13 @@ class RolloutRunner:
             return
         members = [d for d, p in self._progress.items() if p.wave == wave]
         failures = sum(1 for d in members if self._outcome[d].failure)
-        size = self._sizes[wave]
-        if failures / size > self.spec.abort_threshold:
+        finished = sum(1 for d in members if self._outcome[d].done)
+        # A big wave is judged on what finished so far, once as many devices as the first wave had.
+        judged = max(finished, min(self._sizes[wave], self.spec.first_wave))
+        if failures / judged > self.spec.abort_threshold:
             self._aborted_wave = wave
             reason = (
-                f"wave {wave}: {failures} of {size} devices failed ({failures / size:.0%}), "
+                f"wave {wave}: {failures} of {judged} devices failed ({failures / judged:.0%}), "
                 f"above the abort threshold {self.spec.abort_threshold:.0%}"
             )
             log.warning("rollout %s aborted: %s", self.rollout_id, reason)
@@ -439,77 +448,3 @@ class RolloutRunner:
                 self.operator.publish_desired(device, None)
         except MqttError as exc:
             log.warning("could not restore the desired state of %s: %s", device, exc)
-
-
-def restore_desired(operator: FleetOperator, device: str, previous: bytes) -> None:
-    """Publish the previous desired state's deployment and pipelines again, under a new revision."""
-    from .protocol import decode_desired
-
-    desired = decode_desired(previous)
-    deployment = desired.deployment.encode("utf-8") if desired.deployment is not None else None
-    operator.publish_desired(device, deployment, desired.pipelines)
-
-
-def roll_back_device(operator: FleetOperator, spec: RolloutSpec, device: DeviceProgress) -> tuple[Outcome, str]:
-    """Take one device back to its previous version: the signed rollback manifest, else its previous desired state."""
-    name = device.device
-    if spec.rollback_manifest is not None:
-        try:
-            response = operator.request(
-                name, "rollback", {"manifest": spec.rollback_manifest.decode("utf-8")}, spec.command_timeout_s
-            )
-        except (CommandTimeoutError, MqttError) as exc:
-            return Outcome.ACTIVE, f"rollback failed: {exc}"
-        if not response.ok:
-            error = response.error
-            return (
-                Outcome.ACTIVE,
-                f"rollback refused: {error.reason if error else '?'}: {error.message if error else ''}",
-            )
-        rollback_version = manifest_of(spec.rollback_manifest).version
-        try:
-            operator.publish_desired(name, spec.rollback_manifest)
-        except MqttError as exc:
-            log.warning("could not publish the desired state of %s: %s", name, exc)
-        return Outcome.ROLLED_BACK, f"rolled back to version {rollback_version} (rollback manifest)"
-    if device.previous_desired is None:
-        return Outcome.ACTIVE, "not rolled back: no rollback manifest and no previous desired state"
-    try:
-        restore_desired(operator, name, device.previous_desired)
-    except (MqttError, EdgeSDKError) as exc:
-        return Outcome.ACTIVE, f"rollback failed: {exc}"
-    previous = device.previous_version
-    confirmed = operator.wait_for(lambda r: r.active_version == previous, name, spec.command_timeout_s)
-    if confirmed:
-        return Outcome.ROLLED_BACK, f"rolled back to version {previous} (desired state)"
-    return Outcome.ACTIVE, f"desired state set back to version {previous}; the device has not confirmed it"
-
-
-def roll_back_rollout(
-    operator: FleetOperator, store: RolloutStore, rollout_id: str, max_parallel: int = 32
-) -> RolloutRecord:
-    """Roll back every device of a rollout that runs its version, and mark the rollout rolled back.
-
-    Devices that only got the desired state (offline) get their previous desired state back.
-    """
-    record = store.load(rollout_id)
-    active = [d for d in record.devices if d.outcome is Outcome.ACTIVE]
-    offline = [d for d in record.devices if d.outcome is Outcome.SENT and d.via == DESIRED]
-    for device in offline:
-        if device.previous_desired is not None:
-            restore_desired(operator, device.device, device.previous_desired)
-        else:
-            operator.publish_desired(device.device, None)
-        store.set_outcome(rollout_id, device.device, Outcome.PENDING, "not applied: rollout rolled back")
-    with ThreadPoolExecutor(max_workers=max_parallel, thread_name_prefix="rollback") as executor:
-        futures = {d.device: executor.submit(roll_back_device, operator, record.spec, d) for d in active}
-        for name, future in futures.items():
-            outcome, reason = future.result()
-            store.set_outcome(rollout_id, name, outcome, reason)
-    still = sum(1 for d in store.load(rollout_id).devices if d.outcome is Outcome.ACTIVE)
-    store.set_state(
-        rollout_id,
-        RolloutState.ROLLED_BACK,
-        f"rolled back by the operator ({len(active) - still} of {len(active)} active devices rolled back)",
-    )
-    return store.load(rollout_id)

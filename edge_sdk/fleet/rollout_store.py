@@ -63,6 +63,12 @@ CREATE TABLE IF NOT EXISTS device_facts (
 """
 
 
+VIA_COMMAND = "command"
+"""`DeviceProgress.via` of a device sent a deploy command."""
+VIA_DESIRED = "desired"
+"""`DeviceProgress.via` of a device that was offline and only given its desired state."""
+
+
 class RolloutNotFoundError(FleetError):
     """No rollout with that id in the state file."""
 
