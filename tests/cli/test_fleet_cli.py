@@ -169,6 +169,11 @@ def test_fleet_deploy_status_rollback_when_all_succeed_then_every_device_is_acco
     assert [(r[0], r[2], r[3]) for r in rows] == [(n, "active", "command") for n in NAMES]
     code, out, _ = edge_sdk("fleet", "status", "lobby-v2", "--state", state, "--json")
     assert json.loads(out)["counts"]["active"] == 3
+    # and resuming a finished rollout sends nothing again
+    deploys = [sim.commands["deploy"] for sim in sims]
+    code, out, err = edge_sdk("fleet", "resume", "lobby-v2", "--broker", broker_yaml, "--state", state)
+    assert code == 0, err
+    assert "rollout lobby-v2: completed" in out and [sim.commands["deploy"] for sim in sims] == deploys
     # when it is rolled back
     code, out, err = edge_sdk("fleet", "rollback", "lobby-v2", "--broker", broker_yaml, "--state", state)
     assert code == 0, err
