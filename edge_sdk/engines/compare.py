@@ -26,9 +26,11 @@ from .accuracy import AccuracyGate, AccuracyReport, compare_outputs, run_samples
 from .cache import CacheEntry, EngineCache
 from .calibration import Calibration, SampleSet, open_calibration_data, task_spec
 from .model_file import ModelFile
+from .onnxruntime.library import import_onnxruntime
+from .onnxruntime.runner import SessionRunner
 from .registry import get_backend
 from .runner import EngineRunner
-from .tensor_meta import TensorMeta, select_input
+from .tensor_meta import select_input
 
 if TYPE_CHECKING:
     from edge_sdk.graph.options import GraphOptions
@@ -85,45 +87,23 @@ def parse_engine_spec(text: str) -> EngineSpec:
     return EngineSpec(text, model=model, profile=profile, precision=precision)
 
 
-class ReferenceRunner(EngineRunner):
+class ReferenceRunner(SessionRunner):
     """The model as the user brought it: ONNX Runtime on the CPU, FP32, no graph optimisation."""
 
     def __init__(self, model_path: Path):
+        super().__init__()
         self.model_path = model_path
-        self._session: Any = None
-        self._inputs: tuple[TensorMeta, ...] = ()
-        self._outputs: tuple[TensorMeta, ...] = ()
 
-    def activate(self) -> None:
-        from .onnxruntime.library import import_onnxruntime
-        from .onnxruntime.runner import _meta
-
+    def _open_session(self) -> Any:
         ort = import_onnxruntime()
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         try:
-            self._session = ort.InferenceSession(str(self.model_path), options, providers=["CPUExecutionProvider"])
+            return ort.InferenceSession(str(self.model_path), options, providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime's own exception types
             raise ModelError(
                 f"ONNX Runtime cannot load {self.model_path}: {str(exc).strip().splitlines()[0]}"
             ) from None
-        self._inputs = tuple(_meta(arg) for arg in self._session.get_inputs())
-        self._outputs = tuple(_meta(arg) for arg in self._session.get_outputs())
-
-    def deactivate(self) -> None:
-        self._session = None
-
-    @property
-    def inputs(self) -> tuple[TensorMeta, ...]:
-        return self._inputs
-
-    @property
-    def outputs(self) -> tuple[TensorMeta, ...]:
-        return self._outputs
-
-    def _infer(self, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        names = [meta.name for meta in self._outputs]
-        return dict(zip(names, self._session.run(names, feed), strict=True))
 
 
 @dataclass(frozen=True)

@@ -21,24 +21,20 @@ from .session import provider_list, session_options
 _ORT_TYPE_NAMES = {"float": "float32", "double": "float64", "bool": "bool"}
 
 
-class OnnxRuntimeRunner(EngineRunner):
-    def __init__(self, entry_dir: Path, options: OnnxRuntimeOptions, precision: Precision):
-        self.entry_dir = entry_dir
-        self.options = options
-        self.precision = precision
+class SessionRunner(EngineRunner):
+    """A runner over one ONNX Runtime InferenceSession; subclasses say how the session is opened."""
+
+    def __init__(self) -> None:
         self._session: Any = None
         self._inputs: tuple[TensorMeta, ...] = ()
         self._outputs: tuple[TensorMeta, ...] = ()
         self._output_names: list[str] = []
 
+    def _open_session(self) -> Any:
+        raise NotImplementedError
+
     def activate(self) -> None:
-        ort = import_onnxruntime()
-        so = session_options(self.options, optimization=None)
-        providers = provider_list(self.options, self.precision, self.entry_dir)
-        try:
-            self._session = ort.InferenceSession(str(self.entry_dir / OPTIMIZED_MODEL), so, providers=providers)
-        except Exception as exc:
-            raise EngineBuildError(f"cannot load engine {self.entry_dir}: {str(exc).strip().splitlines()[0]}") from None
+        self._session = self._open_session()
         self._inputs = tuple(_meta(arg) for arg in self._session.get_inputs())
         self._outputs = tuple(_meta(arg) for arg in self._session.get_outputs())
         self._output_names = [meta.name for meta in self._outputs]
@@ -59,6 +55,25 @@ class OnnxRuntimeRunner(EngineRunner):
             raise RuntimeError("runner is not active; use it as a context manager or call activate()")
         values = self._session.run(self._output_names, feed)
         return dict(zip(self._output_names, values, strict=True))
+
+
+class OnnxRuntimeRunner(SessionRunner):
+    """The engine of a cache entry: its saved optimised graph, loaded with optimisation off."""
+
+    def __init__(self, entry_dir: Path, options: OnnxRuntimeOptions, precision: Precision):
+        super().__init__()
+        self.entry_dir = entry_dir
+        self.options = options
+        self.precision = precision
+
+    def _open_session(self) -> Any:
+        ort = import_onnxruntime()
+        so = session_options(self.options, optimization=None)
+        providers = provider_list(self.options, self.precision, self.entry_dir)
+        try:
+            return ort.InferenceSession(str(self.entry_dir / OPTIMIZED_MODEL), so, providers=providers)
+        except Exception as exc:
+            raise EngineBuildError(f"cannot load engine {self.entry_dir}: {str(exc).strip().splitlines()[0]}") from None
 
 
 def _meta(arg: Any) -> TensorMeta:
