@@ -1,7 +1,7 @@
 """Staged rollout over a simulated fleet on one Mosquitto: time to reach every device, every outcome accounted for.
 
 Usage: python tools/bench/fleet_rollout.py [--devices 500] [--processes 4] [--first-wave 25] [--rate 6000]
-                                           [--scenarios plain,broker-restart] [--fail-every 0]
+                                           [--scenarios plain,broker-restart] [--fail-every 0] [--agents]
 
 A private Mosquitto (tests/broker.py, plain TCP, persistence on) and --processes worker processes,
 each running its share of simulated devices (tests/fleet/sim_devices.py: real MQTT clients with
@@ -9,6 +9,11 @@ persistent sessions that speak the fleet protocol: retained presence and reporte
 answered by correlation id, inline chunks asked for with need_chunks and assembled). The operator
 (`FleetOperator` + `RolloutRunner`, rollout state in SQLite) rolls a signed version 2 with a 3-chunk
 inline model out to all of them: a first wave, then --rate devices per minute.
+
+With --agents the workers run real device agents instead (edge_sdk.fleet.agent: signature check,
+chunk assembly, engine build for x86-cpu, health check on a sample, atomic activation) and the
+rollout is version 1 of a tiny classifier; --fail-every N then makes every Nth agent trust another
+signing key, so it refuses.
 
 Scenarios: `plain`; `broker-restart`: the broker is stopped and started again (same port,
 persistence on) when half of the devices are active. For each it prints the time until every
@@ -31,12 +36,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from edge_sdk.fleet.agent import Agent
+from edge_sdk.fleet.agent_config import AgentConfig
 from edge_sdk.fleet.operator import FleetOperator
 from edge_sdk.fleet.rollout import RolloutRunner, create_rollout
 from edge_sdk.fleet.rollout_store import Outcome, RolloutStore
 from edge_sdk.fleet.signing import generate_signing_key, load_private_key
 from edge_sdk.mqtt import MqttClient, MqttSettings, ReconnectPolicy
 from tests.broker import MosquittoBroker, find_mosquitto
+from tests.fleet.agent_fixtures import make_deployment
 from tests.fleet.sim_devices import SimDevice, signed_deployment
 
 
@@ -56,12 +64,28 @@ def device_settings(port: int, client_id: str) -> MqttSettings:
 # ---------------------------------------------------------------- worker process
 
 
-def worker(port: int, first: int, count: int, fail_every: int) -> None:
-    devices = []
+def worker(port: int, first: int, count: int, fail_every: int, agents_dir: str) -> None:
+    """Run `count` devices until stdin closes: simulated ones, or real agents when `agents_dir` is given."""
+    devices: list[SimDevice | Agent] = []
     for index in range(first, first + count):
         name = f"sim-{index:04d}"
-        behaviour = "health_fail" if fail_every and index % fail_every == fail_every - 1 else "ok"
-        devices.append(SimDevice(device_settings(port, name), name, behaviour=behaviour).start())
+        failing = bool(fail_every) and index % fail_every == fail_every - 1
+        if agents_dir:
+            root = Path(agents_dir)
+            config = AgentConfig(
+                device_id=name,
+                broker=device_settings(port, name),
+                store_dir=root / name / "store",
+                trusted_keys_dir=root / ("stranger-keys" if failing else "keys"),  # a stranger's key: refuses
+                profile="x86-cpu",
+                engine_cache_dir=root / name / "engines",
+            )
+            agent = Agent(config)
+            agent.start()
+            devices.append(agent)
+        else:
+            behaviour = "health_fail" if failing else "ok"
+            devices.append(SimDevice(device_settings(port, name), name, behaviour=behaviour).start())
     print("ready", flush=True)
     sys.stdin.read()  # until the parent closes our stdin
     for device in devices:
@@ -88,6 +112,8 @@ def run_scenario(args: argparse.Namespace, scenario: str, folder: Path) -> Row:
     broker.start()
     workers: list[subprocess.Popen[str]] = []
     client: MqttClient | None = None
+    key = load_private_key(generate_signing_key(folder / "keys").private_key)
+    generate_signing_key(folder / "stranger-keys", name="stranger")
     try:
         per = -(-args.devices // args.processes)
         for first in range(0, args.devices, per):
@@ -101,6 +127,7 @@ def run_scenario(args: argparse.Namespace, scenario: str, folder: Path) -> Row:
                         str(first),
                         str(min(per, args.devices - first)),
                         str(args.fail_every),
+                        str(folder) if args.agents else "",
                     ],
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
@@ -111,10 +138,14 @@ def run_scenario(args: argparse.Namespace, scenario: str, folder: Path) -> Row:
             assert process.stdout is not None
             if process.stdout.readline().strip() != "ready":
                 raise RuntimeError("a worker process failed to start its devices")
-        key = load_private_key(generate_signing_key(folder / "keys").private_key)
-        artifacts = folder / "artifacts"
-        envelope = signed_deployment(key, 2, artifacts)
-        rollback = signed_deployment(key, 1, folder / "rollback", rollback=True)
+        if args.agents:  # real agents start empty: roll version 1 (the classifier with its health check) out
+            release = make_deployment(folder / "release", key, 1, target={"profiles": ["x86-cpu"]})
+            envelope, rollback, version = release.signed, None, 1
+            artifacts = next(iter(release.files.values())).parent
+        else:
+            artifacts = folder / "artifacts"
+            envelope, version = signed_deployment(key, 2, artifacts), 2
+            rollback = signed_deployment(key, 1, folder / "rollback", rollback=True)
         client = MqttClient(device_settings(broker.port, "bench-operator"))
         client.connect()
         operator = FleetOperator(client).start()
@@ -158,7 +189,8 @@ def run_scenario(args: argparse.Namespace, scenario: str, folder: Path) -> Row:
         if restarter is not None:
             restarter.join(timeout=30)
         # The devices' own word: their retained reported state, once it has settled.
-        expected = {d.device: (2 if d.outcome is Outcome.ACTIVE else 1) for d in record.devices}
+        before = None if args.agents else 1
+        expected = {d.device: (version if d.outcome is Outcome.ACTIVE else before) for d in record.devices}
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             agree = sum(1 for name, v in expected.items() if operator.device(name).active_version == v)
@@ -189,7 +221,7 @@ def main() -> None:
     logging.basicConfig(level=logging.ERROR)  # reconnect warnings during the broker restart are expected
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
         port, first, count, fail_every = (int(v) for v in sys.argv[2:6])
-        worker(port, first, count, fail_every)
+        worker(port, first, count, fail_every, sys.argv[6])
         return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--devices", type=int, default=500)
@@ -199,6 +231,12 @@ def main() -> None:
     parser.add_argument("--parallel", type=int, default=64, help="deploys in flight at once")
     parser.add_argument("--fail-every", type=int, default=0, help="every Nth device fails its health check")
     parser.add_argument("--scenarios", default="plain,broker-restart")
+    parser.add_argument(
+        "--agents",
+        action="store_true",
+        help="real device agents (edge_sdk.fleet.agent: signature check, engine build, health check) instead of "
+        "simulated devices; --fail-every then makes every Nth agent trust another key (it refuses)",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if find_mosquitto() is None:
@@ -210,9 +248,10 @@ def main() -> None:
     if args.json:
         print(json.dumps([row.__dict__ for row in rows], indent=2))
         return
+    kind = "real agents (3 inline artifacts: model + health check data)" if args.agents else "simulated devices"
     print(
-        f"{args.devices} simulated devices in {args.processes} processes, first wave {args.first_wave}, "
-        f"then {args.rate:g}/min, {args.parallel} deploys in flight; 3-chunk inline artifact\n"
+        f"{args.devices} {kind} in {args.processes} processes, first wave {args.first_wave}, "
+        f"then {args.rate:g}/min, {args.parallel} deploys in flight\n"
     )
     print(
         "| scenario | devices | time to all outcomes (s) | devices/s | outcomes | resolved from reported state "
