@@ -288,7 +288,10 @@ def resume(rollout_id: str | None, broker_file: Path, state_file: Path, offline_
 @state_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def status(rollout_id: str | None, state_file: Path, as_json: bool) -> None:
-    """A rollout's state and every device's outcome (the latest rollout when ROLLOUT is left out)."""
+    """A rollout's state and every device's outcome (the latest rollout when ROLLOUT is left out).
+
+    Read from the state file only; `fleet resume` picks up what offline devices reported since.
+    """
     if not state_file.exists():
         raise ConfigError(f"{state_file}: no rollout state file here (give --state)")
     with RolloutStore(state_file) as store:

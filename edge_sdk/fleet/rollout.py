@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edge_sdk.errors import EdgeSDKError
-from edge_sdk.mqtt import MqttError
+from edge_sdk.mqtt import AckTimeoutError, MqttError
 
 from .manifest import TargetSelector
 from .operator import ChunkSendError, CommandTimeoutError, DeviceRecord, FleetOperator, manifest_of
@@ -248,7 +248,8 @@ class RolloutRunner:
                 next_at = max(next_at + interval, time.monotonic())
             self._dispatch(device.device)
             self._handle_events(block=False)
-        if not stop.is_set() and self._aborted_wave is None:
+        unsent = any(o is Outcome.PENDING for o in self._outcome.values())
+        if not stop.is_set() and self._aborted_wave is None and not unsent:
             self.store.set_state(self.rollout_id, RolloutState.WAITING)
 
     def _dispatch(self, device: str) -> None:
@@ -257,8 +258,10 @@ class RolloutRunner:
             return
         try:
             self.operator.publish_desired(device, self.spec.manifest)
+        except AckTimeoutError:
+            pass  # paho holds the QoS 1 message until the broker has it, across reconnects
         except MqttError as exc:
-            log.warning("could not publish the desired state of %s: %s; will retry", device, exc)
+            log.warning("could not publish the desired state of %s: %s; `fleet resume` sends it", device, exc)
             return
         self._set(device, Outcome.SENT, "offline: desired state published", via=DESIRED)
 
@@ -412,8 +415,13 @@ class RolloutRunner:
     def _finish(self) -> None:
         record = self.store.load(self.rollout_id)
         if record.state in (RolloutState.RUNNING, RolloutState.WAITING):
-            waiting = sum(1 for d in record.devices if not d.outcome.done)
-            if waiting:
+            unsent = sum(1 for d in record.devices if d.outcome is Outcome.PENDING)
+            waiting = sum(1 for d in record.devices if d.outcome is Outcome.SENT)
+            if unsent:  # the broker refused the desired state: stays RUNNING so `fleet resume` sends it
+                self.store.set_state(
+                    self.rollout_id, RolloutState.RUNNING, f"{unsent} device(s) not sent yet; run it again to send"
+                )
+            elif waiting:
                 self.store.set_state(
                     self.rollout_id, RolloutState.WAITING, f"{waiting} device(s) still converging (offline)"
                 )
