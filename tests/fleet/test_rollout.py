@@ -47,6 +47,7 @@ class Timeline:
 class Harness:
     def __init__(self, fleet: FleetBroker, keys: Keys, folder: Path):
         self.fleet = fleet
+        self.keys = keys
         self.folder = folder
         self.devices: dict[str, SimDevice] = {}
         self.artifacts = folder / "artifacts"
@@ -337,3 +338,28 @@ def test_rollout_when_operator_stops_right_after_an_abort_then_resuming_rolls_th
     assert outcomes(again) == outcomes(record)
     for name in ("cam-1", "cam-2"):
         assert harness.devices[name].commands["rollback"] == 1 and harness.devices[name].active_version == 1
+
+
+def test_rollout_when_no_rollback_manifest_then_the_wave_goes_back_through_its_previous_desired_state(
+    harness: Harness,
+) -> None:
+    # given devices whose desired state names version 1 (signed earlier) and a first wave that fails
+    harness.device("cam-1")
+    harness.device("cam-2", behaviour="health_fail")
+    operator = harness.operator()
+    v1 = signed_deployment(harness.keys.private, 1, harness.folder / "v1")
+    for name in ("cam-1", "cam-2"):
+        revision = operator.publish_desired(name, v1).revision
+        assert operator.wait_for(
+            lambda r, at=revision: r.reported is not None and r.reported.applied_revision == at,  # type: ignore[misc]
+            name,
+            5,
+        )
+    with RolloutStore(harness.state_file) as store:
+        rollout_id = rollout(harness, operator, store, first_wave=2, rollback_manifest=None)
+        record = RolloutRunner(operator, store, rollout_id).run()
+    # then cam-1 converged back to version 1 from the restored desired state
+    assert record.state is RolloutState.ABORTED
+    assert outcomes(record) == {"cam-1": Outcome.ROLLED_BACK, "cam-2": Outcome.FAILED}
+    assert "desired state" in (record.devices[0].reason or "")
+    assert harness.devices["cam-1"].active_version == 1 and harness.devices["cam-1"].commands["rollback"] == 0
