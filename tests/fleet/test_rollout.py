@@ -7,6 +7,7 @@ desired state when it returns.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
 import time
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_sdk.fleet.operator import FleetOperator
+from edge_sdk.fleet.operator import DeviceRecord, FleetOperator
 from edge_sdk.fleet.protocol import decode_desired
 from edge_sdk.fleet.rollout import RolloutRunner, create_rollout, roll_back_rollout
 from edge_sdk.fleet.rollout_store import Outcome, RolloutRecord, RolloutState, RolloutStore
@@ -107,6 +108,10 @@ def rollout(harness: Harness, operator: FleetOperator, store: RolloutStore, **op
     }
     values.update(options)
     return create_rollout(operator, store, harness.envelope, **values)  # type: ignore[arg-type]
+
+
+def applied_revision(record: DeviceRecord, revision: int) -> bool:
+    return record.reported is not None and record.reported.applied_revision == revision
 
 
 def outcomes(record: RolloutRecord) -> dict[str, Outcome]:
@@ -349,12 +354,8 @@ def test_rollout_when_no_rollback_manifest_then_the_wave_goes_back_through_its_p
     operator = harness.operator()
     v1 = signed_deployment(harness.keys.private, 1, harness.folder / "v1")
     for name in ("cam-1", "cam-2"):
-        revision = operator.publish_desired(name, v1).revision
-        assert operator.wait_for(
-            lambda r, at=revision: r.reported is not None and r.reported.applied_revision == at,  # type: ignore[misc]
-            name,
-            5,
-        )
+        applied = functools.partial(applied_revision, revision=operator.publish_desired(name, v1).revision)
+        assert operator.wait_for(applied, name, 5), f"{name} applied its desired state"
     with RolloutStore(harness.state_file) as store:
         rollout_id = rollout(harness, operator, store, first_wave=2, rollback_manifest=None)
         record = RolloutRunner(operator, store, rollout_id).run()
