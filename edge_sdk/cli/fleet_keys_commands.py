@@ -16,7 +16,7 @@ from edge_sdk.yaml_model import load_yaml_model
 
 @click.group()
 def fleet() -> None:
-    """Fleet control: signing keys and signed deployment manifests."""
+    """Fleet control: signing keys, signed deployments, staged rollouts, device list and commands."""
 
 
 @fleet.command("keygen")

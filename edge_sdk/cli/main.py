@@ -14,7 +14,7 @@ from edge_sdk.errors import EdgeSDKError
 from .agent_commands import agent
 from .context import CliContext
 from .engine_commands import bench, build, cache
-from .fleet_keys_commands import fleet
+from .fleet_commands import fleet
 from .graph_commands import inspect
 from .pipeline_commands import run
 from .profile_commands import profiles
