@@ -95,7 +95,7 @@ class _NeverPasses:
 
 
 def test_search_mixed_precision_when_even_all_float_fails_raises_with_the_report(setup: Setup) -> None:
-    with pytest.raises(EngineBuildError, match=r"even with all 4 quantisable layers in float.*impossible bar"):
+    with pytest.raises(EngineBuildError, match=r"even with all 3 quantisable layers in float.*impossible bar"):
         _search(setup, gate=_NeverPasses())
 
 
