@@ -58,6 +58,13 @@ test: $(VENV)/.test system-deps lint
 bench: $(VENV)/.test $(DEMO_VIDEO)
 	$(BIN)/python tools/bench/engine_start.py
 	$(BIN)/python tools/bench/demo_pipeline.py
+	$(BIN)/python tools/bench/frame_ring.py
+	$(BIN)/python tools/bench/pipeline_runtime.py
+	$(BIN)/python tools/bench/graph_passes.py
+	$(BIN)/python tools/bench/preprocess_fold.py
+	$(BIN)/python tools/bench/int8.py
+	$(BIN)/python tools/bench/spool.py
+	$(BIN)/python tools/bench/fleet_rollout.py
 
 schemas: $(VENV)/.runtime
 	$(BIN)/edge-sdk schema profile --out device_profiles/profile.schema.json
