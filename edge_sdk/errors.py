@@ -153,3 +153,21 @@ class ChunkCorruptError(ChunkError):
     def __init__(self, message: str, index: int):
         super().__init__(message)
         self.index = index
+
+
+class CommandTimeoutError(FleetError):
+    """A device did not answer a command in time (it may be offline, busy, or the answer was lost)."""
+
+    reason = "timeout"
+
+
+class ChunkSendError(FleetError):
+    """The operator cannot send the chunks a device asked for (artifact file missing or not inline)."""
+
+    reason = "chunks-unavailable"
+
+
+class RolloutNotFoundError(FleetError):
+    """No rollout with that id in the rollout state file."""
+
+    reason = "unknown-rollout"

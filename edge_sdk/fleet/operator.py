@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from edge_sdk.errors import FleetError
+from edge_sdk.errors import ChunkSendError, CommandTimeoutError
 from edge_sdk.mqtt import AckTimeoutError, Message, MqttClient
 from edge_sdk.mqtt.topics import DeviceTopics
 
@@ -47,18 +47,6 @@ log = logging.getLogger(__name__)
 ALL = DeviceTopics("+")
 DEFAULT_TIMEOUT_S = 30.0
 MAX_CHUNK_ROUNDS = 8
-
-
-class CommandTimeoutError(FleetError):
-    """A device did not answer a command in time (it may be offline, busy, or the answer was lost)."""
-
-    reason = "timeout"
-
-
-class ChunkSendError(FleetError):
-    """The operator cannot send the chunks a device asked for (artifact file missing or not inline)."""
-
-    reason = "chunks-unavailable"
 
 
 @dataclass(frozen=True)

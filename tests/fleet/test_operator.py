@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from edge_sdk.fleet.operator import CommandTimeoutError, FleetOperator
+from edge_sdk.errors import CommandTimeoutError
+from edge_sdk.fleet.operator import FleetOperator
 from edge_sdk.fleet.protocol import decode_desired
 from edge_sdk.mqtt import MqttClient
 from edge_sdk.mqtt.topics import DeviceTopics
