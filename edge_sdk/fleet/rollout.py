@@ -13,8 +13,9 @@ How it goes:
   it returns (its `reported` state resolves it, or a deploy command when it comes online);
 - after every outcome, a wave whose failure ratio passes `abort_threshold` stops the rollout:
   nothing more is sent, and the devices of that wave (and any later one in flight) that became
-  active are rolled back (signed rollback manifest, or desired state back to the previous
-  deployment). The ratio is failures (refused, failed, timed out) over the devices of the wave that
+  active are rolled back: each to the version it reported before the rollout, with a rollback
+  manifest signed for it alone when the runner has the operator's signing key (else the signed
+  rollback manifest given, else the previous desired state; see rollout_rollback). The ratio is failures (refused, failed, timed out) over the devices of the wave that
   finished, but over no fewer than `first_wave` of them (or the whole wave when it is smaller), so
   one early failure does not stop a big wave and a big wave need not fail in bulk to stop;
 - every change is written to the `RolloutStore` first, so `run()` on a new operator resumes where
@@ -32,13 +33,20 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from edge_sdk.errors import EdgeSDKError
+from edge_sdk.errors import ChunkSendError, CommandTimeoutError, EdgeSDKError
 from edge_sdk.mqtt import AckTimeoutError, MqttError
 
 from .manifest import TargetSelector
-from .operator import ChunkSendError, CommandTimeoutError, DeviceRecord, FleetOperator, manifest_of
+from .operator import DeviceRecord, FleetOperator, manifest_of
 from .protocol import ACTIVATION_FAILED, HEALTH_FAILED, REFUSED, Response
-from .rollout_rollback import restore_desired, roll_back_device, roll_back_rollout
+from .rollout_rollback import (
+    SigningKey,
+    device_rollback_manifest,
+    resolve_signing_key,
+    restore_desired,
+    roll_back_device,
+    roll_back_rollout,
+)
 from .rollout_store import (
     VIA_COMMAND,
     VIA_DESIRED,
@@ -50,13 +58,21 @@ from .rollout_store import (
     RolloutStore,
     TargetDevice,
 )
+from .signing import key_id, load_private_key
 
 log = logging.getLogger(__name__)
 
 COMMAND = VIA_COMMAND
 DESIRED = VIA_DESIRED
 
-__all__ = ["RolloutRunner", "create_rollout", "outcome_of", "roll_back_rollout", "select_targets"]
+__all__ = [
+    "RolloutRunner",
+    "create_rollout",
+    "device_rollback_manifest",
+    "outcome_of",
+    "roll_back_rollout",
+    "select_targets",
+]
 
 
 def select_targets(operator: FleetOperator, envelope: bytes, selector: TargetSelector | None) -> list[TargetDevice]:
@@ -92,12 +108,19 @@ def create_rollout(
     rollback_manifest: bytes | None = None,
     artifacts_dir: Path | None = None,
     rollout_id: str | None = None,
+    signing_key: SigningKey | None = None,
 ) -> str:
     """Choose the targets from the operator's registry (call `operator.settle()` first) and record the rollout.
 
     Devices known from earlier runs (the store keeps their last facts) are selected while offline too.
+    Each device's version before the rollout is recorded (from its presence or reported state). With
+    `signing_key` (the operator's Ed25519 key, or its PEM file) a failing wave's devices are rolled back
+    with a rollback manifest signed for each; a key file's path is kept with the rollout so a restarted
+    operator finds it, a key object is not (give it to `RolloutRunner` / `roll_back_rollout` too).
     """
     manifest = manifest_of(envelope)
+    key_file = signing_key if isinstance(signing_key, Path) else None
+    key = load_private_key(signing_key) if isinstance(signing_key, Path) else signing_key
     operator.remember(store.device_facts())
     store.remember_devices(r.presence for r in operator.devices() if r.presence is not None and r.online)
     if rollback_manifest is not None:
@@ -118,6 +141,8 @@ def create_rollout(
         command_timeout_s=command_timeout_s,
         rollback_manifest=rollback_manifest,
         artifacts_dir=artifacts_dir,
+        rollback_key_file=key_file.resolve() if key_file is not None else None,
+        rollback_key_id=key_id(key.public_key()) if key is not None else None,
     )
     return store.create(spec, select_targets(operator, envelope, selector), rollout_id)
 
@@ -163,7 +188,9 @@ class RolloutRunner:
         offline_wait_s: float = 0.0,
         resend_on_return: bool = True,
         on_change: Callable[[str, Outcome, str | None], None] | None = None,
+        signing_key: SigningKey | None = None,
     ):
+        """`signing_key` signs per-device rollback manifests; by default the key file kept with the rollout."""
         self.operator = operator
         self.store = store
         self.rollout_id = rollout_id
@@ -171,6 +198,8 @@ class RolloutRunner:
         self.offline_wait_s = offline_wait_s
         self.resend_on_return = resend_on_return
         self.on_change = on_change
+        self.signing_key = signing_key
+        self._key = None if isinstance(signing_key, Path) else signing_key
         self._events: queue.Queue[_Result | DeviceRecord] = queue.Queue()
         self._inflight: set[str] = set()
         self._progress: dict[str, DeviceProgress] = {}
@@ -186,6 +215,7 @@ class RolloutRunner:
             return record
         self._aborted_wave = record.aborted_wave  # an aborted rollout resumes its rollback
         self.spec = record.spec
+        self._key = resolve_signing_key(record.spec, self.signing_key)  # a missing key file fails before anything
         self._sizes: dict[int, int] = {}
         for device in record.devices:
             self._progress[device.device] = device
@@ -444,7 +474,14 @@ class RolloutRunner:
         self._drain(stop)
 
     def _rollback_worker(self, device: str) -> None:
-        outcome, reason = roll_back_device(self.operator, self.spec, self._progress[device])
+        def remember(envelope: bytes) -> None:
+            self.store.set_rollback_manifest(self.rollout_id, device, envelope)
+
+        try:
+            outcome, reason = roll_back_device(self.operator, self.spec, self._progress[device], self._key, remember)
+        except Exception as exc:  # never lose a device: whatever happens it gets an outcome
+            log.exception("rollback of %s failed", device)
+            outcome, reason = Outcome.ACTIVE, f"rollback failed: operator error: {type(exc).__name__}: {exc}"
         self._events.put(_Result(device, outcome, reason, rollback=True))
 
     def _restore_desired(self, device: str) -> None:

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from edge_sdk.errors import FleetError
+from edge_sdk.errors import RolloutNotFoundError
 
 from .manifest import TargetSelector
 from .protocol import Presence, ProtocolError, decode_presence, encode_message
@@ -38,7 +38,9 @@ CREATE TABLE IF NOT EXISTS rollouts (
     command_timeout_s REAL NOT NULL,
     state TEXT NOT NULL,
     reason TEXT,
-    aborted_wave INTEGER
+    aborted_wave INTEGER,
+    rollback_key_file TEXT,
+    rollback_key_id TEXT
 );
 CREATE TABLE IF NOT EXISTS rollout_devices (
     rollout_id TEXT NOT NULL REFERENCES rollouts(id),
@@ -53,6 +55,7 @@ CREATE TABLE IF NOT EXISTS rollout_devices (
     sent_at REAL,
     finished_at REAL,
     attempts INTEGER NOT NULL DEFAULT 0,
+    rollback_manifest BLOB,
     PRIMARY KEY (rollout_id, device)
 );
 CREATE TABLE IF NOT EXISTS device_facts (
@@ -61,18 +64,18 @@ CREATE TABLE IF NOT EXISTS device_facts (
     seen_at REAL NOT NULL
 );
 """
+# Columns added after the first release of the file: (table, column, type), added to older files on open.
+ADDED_COLUMNS = (
+    ("rollouts", "rollback_key_file", "TEXT"),
+    ("rollouts", "rollback_key_id", "TEXT"),
+    ("rollout_devices", "rollback_manifest", "BLOB"),
+)
 
 
 VIA_COMMAND = "command"
 """`DeviceProgress.via` of a device sent a deploy command."""
 VIA_DESIRED = "desired"
 """`DeviceProgress.via` of a device that was offline and only given its desired state."""
-
-
-class RolloutNotFoundError(FleetError):
-    """No rollout with that id in the state file."""
-
-    reason = "unknown-rollout"
 
 
 class Outcome(str, enum.Enum):
@@ -121,6 +124,10 @@ class RolloutSpec:
     command_timeout_s: float = 30.0
     rollback_manifest: bytes | None = None
     artifacts_dir: Path | None = None
+    rollback_key_file: Path | None = None
+    """The operator's private key file that signs a rollback manifest per device (the path only, never the key)."""
+    rollback_key_id: str | None = None
+    """Id of the key that signs per-device rollback manifests (given as a file or in memory)."""
 
     def __post_init__(self) -> None:
         if self.first_wave < 1:
@@ -160,6 +167,8 @@ class DeviceProgress:
     sent_at: float | None
     finished_at: float | None
     attempts: int
+    rollback_manifest: bytes | None = None
+    """The rollback manifest signed for this device alone (kept so a resumed rollback sends the same one)."""
 
 
 @dataclass(frozen=True)
@@ -205,6 +214,14 @@ class RolloutStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(SCHEMA)
+        self._add_missing_columns()
+
+    def _add_missing_columns(self) -> None:
+        with self._lock, self._db:
+            for table, column, kind in ADDED_COLUMNS:
+                present = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+                if column not in present:
+                    self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
     def close(self) -> None:
         with self._lock:
@@ -227,7 +244,10 @@ class RolloutStore:
         waves = assign_waves(len(targets), spec.first_wave, spec.wave_size)
         with self._lock, self._db:
             self._db.execute(
-                "INSERT INTO rollouts VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "INSERT INTO rollouts (id, created_at, updated_at, deployment_id, version, manifest, "
+                "rollback_manifest, artifacts_dir, selector, first_wave, rate_per_min, abort_threshold, "
+                "command_timeout_s, state, reason, aborted_wave, rollback_key_file, rollback_key_id) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     rollout_id,
                     now,
@@ -245,6 +265,8 @@ class RolloutStore:
                     RolloutState.RUNNING.value if targets else RolloutState.COMPLETED.value,
                     None if targets else "no device matched the selector",
                     None,
+                    str(spec.rollback_key_file) if spec.rollback_key_file is not None else None,
+                    spec.rollback_key_id,
                 ),
             )
             self._db.executemany(
@@ -270,6 +292,14 @@ class RolloutStore:
                 (outcome.value, reason, via, sent, now, sent, now, 1 if sent else 0, rollout_id, device),
             )
             self._db.execute("UPDATE rollouts SET updated_at=? WHERE id=?", (now, rollout_id))
+
+    def set_rollback_manifest(self, rollout_id: str, device: str, envelope: bytes | None) -> None:
+        """Keep the rollback manifest signed for `device` (before it is sent, so a restart resends the same one)."""
+        with self._lock, self._db:
+            self._db.execute(
+                "UPDATE rollout_devices SET rollback_manifest=? WHERE rollout_id=? AND device=?",
+                (envelope, rollout_id, device),
+            )
 
     def set_state(
         self, rollout_id: str, state: RolloutState, reason: str | None = None, aborted_wave: int | None = None
@@ -302,17 +332,23 @@ class RolloutStore:
     # ---------------------------------------------------------------- reading
     def load(self, rollout_id: str) -> RolloutRecord:
         with self._lock:
-            row = self._db.execute("SELECT * FROM rollouts WHERE id=?", (rollout_id,)).fetchone()
+            row = self._db.execute(
+                "SELECT id, created_at, updated_at, deployment_id, version, manifest, rollback_manifest, "
+                "artifacts_dir, selector, first_wave, rate_per_min, abort_threshold, command_timeout_s, state, "
+                "reason, aborted_wave, rollback_key_file, rollback_key_id FROM rollouts WHERE id=?",
+                (rollout_id,),
+            ).fetchone()
             if row is None:
                 known = [r[0] for r in self._db.execute("SELECT id FROM rollouts ORDER BY created_at DESC LIMIT 5")]
                 raise RolloutNotFoundError(f"no rollout '{rollout_id}' in {self.path}; recent ones: {known}")
             devices = self._db.execute(
                 "SELECT device, position, wave, outcome, via, reason, previous_version, previous_desired, "
-                "sent_at, finished_at, attempts FROM rollout_devices WHERE rollout_id=? ORDER BY position",
+                "sent_at, finished_at, attempts, rollback_manifest FROM rollout_devices WHERE rollout_id=? "
+                "ORDER BY position",
                 (rollout_id,),
             ).fetchall()
         (rid, created, updated, deployment_id, version, manifest, rollback, artifacts, selector) = row[:9]
-        first_wave, rate, threshold, timeout, state, reason, aborted_wave = row[9:]
+        first_wave, rate, threshold, timeout, state, reason, aborted_wave, key_file, key_id = row[9:]
         spec = RolloutSpec(
             manifest=bytes(manifest),
             deployment_id=deployment_id,
@@ -324,6 +360,8 @@ class RolloutStore:
             command_timeout_s=timeout,
             rollback_manifest=bytes(rollback) if rollback is not None else None,
             artifacts_dir=Path(artifacts) if artifacts is not None else None,
+            rollback_key_file=Path(key_file) if key_file is not None else None,
+            rollback_key_id=key_id,
         )
         progress = [
             DeviceProgress(
@@ -338,6 +376,7 @@ class RolloutStore:
                 sent_at=d[8],
                 finished_at=d[9],
                 attempts=d[10],
+                rollback_manifest=bytes(d[11]) if d[11] is not None else None,
             )
             for d in devices
         ]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_sdk.fleet.operator import DeviceRecord, FleetOperator
+from edge_sdk.fleet.operator import DeviceRecord, FleetOperator, manifest_of
 from edge_sdk.fleet.protocol import decode_desired
 from edge_sdk.fleet.rollout import RolloutRunner, create_rollout, roll_back_rollout
 from edge_sdk.fleet.rollout_store import Outcome, RolloutRecord, RolloutState, RolloutStore
@@ -364,3 +364,68 @@ def test_rollout_when_no_rollback_manifest_then_the_wave_goes_back_through_its_p
     assert outcomes(record) == {"cam-1": Outcome.ROLLED_BACK, "cam-2": Outcome.FAILED}
     assert "desired state" in (record.devices[0].reason or "")
     assert harness.devices["cam-1"].active_version == 1 and harness.devices["cam-1"].commands["rollback"] == 0
+
+
+def start_devices(harness: Harness, versions: dict[str, int | None], failing: str | None = None) -> None:
+    """Devices that run (and keep) their own version, or none; `failing` fails its health check."""
+    for name, version in versions.items():
+        behaviour = "health_fail" if name == failing else "ok"
+        device = SimDevice(harness.fleet.settings(name), name, behaviour=behaviour, active_version=version)
+        harness.devices[name] = device.start()
+
+
+def test_rollout_when_the_operator_signs_rollbacks_then_each_device_of_the_failing_wave_goes_back_to_its_own_version(
+    harness: Harness,
+) -> None:
+    # given a first wave of four that ran different versions (cam-4 none) and where cam-3 fails (25% > 20%)
+    start_devices(harness, {"cam-1": 1, "cam-2": 3, "cam-3": 1, "cam-4": None, "cam-5": 1}, failing="cam-3")
+    operator = harness.operator()
+    v5 = signed_deployment(harness.keys.private, 5, harness.folder / "v5")
+    with RolloutStore(harness.state_file) as store:
+        # when version 5 rolls out with the operator's key and no rollback manifest
+        rollout_id = create_rollout(
+            operator, store, v5, first_wave=4, rate_per_min=600, abort_threshold=0.2, command_timeout_s=5,
+            artifacts_dir=harness.folder / "v5", signing_key=harness.keys.folder / "fleet-signing.key",
+        )  # fmt: skip
+        record = RolloutRunner(operator, store, rollout_id).run()
+    # then every device of the wave is accounted for: back to its own version, failed, or active with the reason
+    assert record.state is RolloutState.ABORTED, record.reason
+    assert outcomes(record) == {
+        "cam-1": Outcome.ROLLED_BACK, "cam-2": Outcome.ROLLED_BACK, "cam-3": Outcome.FAILED,
+        "cam-4": Outcome.ACTIVE, "cam-5": Outcome.PENDING,
+    }  # fmt: skip
+    running = {name: device.active_version for name, device in harness.devices.items()}
+    assert running == {"cam-1": 1, "cam-2": 3, "cam-3": 1, "cam-4": 5, "cam-5": 1}
+    by_name = {d.device: d for d in record.devices}
+    assert "no version before" in (by_name["cam-4"].reason or "")
+    for name, version in (("cam-1", 1), ("cam-2", 3)):
+        envelope = by_name[name].rollback_manifest
+        assert envelope is not None, f"{name}'s rollback manifest is kept in the store"
+        manifest = manifest_of(envelope)
+        assert manifest.rollback and manifest.version == version and manifest.target.device_ids == [name]
+        assert harness.devices[name].commands["rollback"] == 1
+        desired = operator.device(name).desired
+        assert desired is not None and desired.deployment == envelope.decode(), "the rollback is the desired state"
+
+
+def test_roll_back_rollout_when_the_operator_restarted_then_the_key_file_kept_with_the_rollout_signs_them(
+    harness: Harness,
+) -> None:
+    # given version 5 rolled out (with the key file) to devices that ran versions 1 and 3
+    start_devices(harness, {"cam-1": 1, "cam-2": 3})
+    v5 = signed_deployment(harness.keys.private, 5, harness.folder / "v5")
+    operator = harness.operator()
+    with RolloutStore(harness.state_file) as store:
+        rollout_id = create_rollout(
+            operator, store, v5, first_wave=2, rate_per_min=600, command_timeout_s=5,
+            artifacts_dir=harness.folder / "v5", signing_key=harness.keys.folder / "fleet-signing.key",
+        )  # fmt: skip
+        assert RolloutRunner(operator, store, rollout_id).run().state is RolloutState.COMPLETED
+    harness.clients.pop().disconnect()
+    # when a new operator process rolls it back, without being given the key
+    with RolloutStore(harness.state_file) as store:
+        record = roll_back_rollout(harness.operator(), store, rollout_id)
+    # then each device is back on the version it ran before
+    assert record.state is RolloutState.ROLLED_BACK
+    assert outcomes(record) == {"cam-1": Outcome.ROLLED_BACK, "cam-2": Outcome.ROLLED_BACK}
+    assert {n: d.active_version for n, d in harness.devices.items()} == {"cam-1": 1, "cam-2": 3}

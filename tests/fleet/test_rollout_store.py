@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from edge_sdk.errors import RolloutNotFoundError
 from edge_sdk.fleet.manifest import TargetSelector
 from edge_sdk.fleet.rollout_store import (
     Outcome,
-    RolloutNotFoundError,
     RolloutSpec,
     RolloutState,
     RolloutStore,
