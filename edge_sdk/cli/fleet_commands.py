@@ -5,7 +5,9 @@ from here so all of them are there. Every command that talks to devices takes `-
 (MqttSettings: host, port, tls with the operator's certificate; or $EDGE_SDK_FLEET_BROKER).
 Rollouts live in the SQLite file given with `--state` (default ./rollouts.db), so a rollout
 started by `deploy` can be watched with `status`, continued with `resume` after the operator
-stopped, and undone with `rollback`.
+stopped, and undone with `rollback`. With `--key OPERATOR.key` (the key devices trust) a failing
+wave, or `rollback`, takes each device back to the version it ran before with a rollback manifest
+signed for that device alone; the key file's path is kept in the state file for `resume`/`rollback`.
 """
 
 from __future__ import annotations
@@ -41,6 +43,16 @@ def broker_option(command: Callable[..., Any]) -> Callable[..., Any]:
         envvar="EDGE_SDK_FLEET_BROKER",
         type=click.Path(path_type=Path, dir_okay=False),
         help="Broker settings YAML (MqttSettings, with the operator's TLS certificate); or $EDGE_SDK_FLEET_BROKER.",
+    )(command)
+
+
+def key_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--key",
+        "key_file",
+        type=click.Path(path_type=Path, dir_okay=False),
+        help="Operator's Ed25519 private key (PEM, the one devices trust): signs a rollback manifest per device "
+        "back to the version it ran before the rollout.",
     )(command)
 
 
@@ -212,10 +224,12 @@ def exec_command(device: str, command: str, broker_file: Path, args_json: str, t
     type=click.FloatRange(0, 1),
     help="Abort when a wave's failed share passes this.",
 )
+@key_option
 @click.option(
     "--rollback-manifest",
     type=click.Path(path_type=Path, dir_okay=False),
-    help="Signed rollback manifest used to roll a failing wave back (else: previous desired state).",
+    help="Signed rollback manifest for a failing wave's devices (with --key: only for devices whose previous "
+    "version is unknown).",
 )
 @click.option("--timeout", default=120.0, show_default=True, help="Seconds a device has to answer a deploy.")
 @click.option("--offline-wait", default=0.0, show_default=True, help="Seconds to wait for offline devices at the end.")
@@ -229,6 +243,7 @@ def deploy(
     first_wave: int,
     rate: str,
     abort_threshold: float,
+    key_file: Path | None,
     rollback_manifest: Path | None,
     timeout: float,
     offline_wait: float,
@@ -253,6 +268,7 @@ def deploy(
                 rollback_manifest=rollback,
                 artifacts_dir=(artifacts_dir or manifest_path.parent).resolve(),
                 rollout_id=rollout_id,
+                signing_key=key_file,
             )
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
@@ -261,8 +277,11 @@ def deploy(
             f"rollout {new_id}: version {record.spec.version} to {len(record.devices)} device(s), "
             f"{record.waves} wave(s), first wave {first_wave}, {rate_per_min:g}/min"
         )
-        if rollback is None:
-            click.echo("note: no --rollback-manifest; a failing wave is rolled back through its previous desired state")
+        if rollback is None and key_file is None:
+            click.echo(
+                "note: no --key and no --rollback-manifest; a failing wave is rolled back through its previous "
+                "desired state, which devices refuse when it is a lower version"
+            )
         final = RolloutRunner(operator, store, new_id, offline_wait_s=offline_wait, on_change=_echo_change).run()
     _summary(final)
 
@@ -271,14 +290,17 @@ def deploy(
 @click.argument("rollout_id", metavar="ROLLOUT", required=False)
 @broker_option
 @state_option
+@key_option
 @click.option("--offline-wait", default=0.0, show_default=True, help="Seconds to wait for offline devices at the end.")
-def resume(rollout_id: str | None, broker_file: Path, state_file: Path, offline_wait: float) -> None:
+def resume(
+    rollout_id: str | None, broker_file: Path, state_file: Path, key_file: Path | None, offline_wait: float
+) -> None:
     """Continue a rollout after the operator stopped (devices already done are not sent it again)."""
     with RolloutStore(state_file) as store:
         rollout_id = _rollout_id(store, rollout_id)
         with connected_operator(broker_file) as operator:
             final = RolloutRunner(
-                operator, store, rollout_id, offline_wait_s=offline_wait, on_change=_echo_change
+                operator, store, rollout_id, offline_wait_s=offline_wait, on_change=_echo_change, signing_key=key_file
             ).run()
     _summary(final)
 
@@ -316,12 +338,17 @@ def status(rollout_id: str | None, state_file: Path, as_json: bool) -> None:
 @click.argument("rollout_id", metavar="ROLLOUT", required=False)
 @broker_option
 @state_option
-def rollback(rollout_id: str | None, broker_file: Path, state_file: Path) -> None:
-    """Roll back every device a rollout activated (its rollback manifest, else the previous desired state)."""
+@key_option
+def rollback(rollout_id: str | None, broker_file: Path, state_file: Path, key_file: Path | None) -> None:
+    """Roll back every device a rollout activated, each to the version it ran before.
+
+    With --key (or the key file given to `deploy`) each device gets a rollback manifest signed for it;
+    else the rollout's --rollback-manifest, else its previous desired state.
+    """
     with RolloutStore(state_file) as store:
         rollout_id = _rollout_id(store, rollout_id)
         with connected_operator(broker_file) as operator:
-            record = roll_back_rollout(operator, store, rollout_id)
+            record = roll_back_rollout(operator, store, rollout_id, signing_key=key_file)
     _summary(record)
     if any(d.outcome is Outcome.ACTIVE for d in record.devices):
         raise SystemExit(1)
@@ -374,6 +401,7 @@ def _record_json(record: RolloutRecord) -> dict[str, Any]:
                 "via": d.via,
                 "reason": d.reason,
                 "previous_version": d.previous_version,
+                "rollback_signed": d.rollback_manifest is not None,
                 "attempts": d.attempts,
                 "sent_at": d.sent_at,
                 "finished_at": d.finished_at,
