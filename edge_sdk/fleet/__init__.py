@@ -1,6 +1,13 @@
-"""Fleet control: signed deployment manifests, the device's artifact store and chunked transfers."""
+"""Fleet control: signed deployments, the device agent, and the operator's staged rollouts.
+
+Operator side: `FleetOperator` (registry, commands, desired state), `create_rollout` + `RolloutRunner`
+(staged rollout with abort threshold and per-device rollback), `RolloutStore` (SQLite). Device side:
+`Agent` with its `AgentConfig` (imported on first use: it brings in the engines and pipelines).
+"""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from .artifacts import ArtifactStore
 from .chunks import (
@@ -24,6 +31,10 @@ from .manifest import (
     decode_manifest,
     safe_artifact_name,
 )
+from .operator import DeviceRecord, FleetOperator
+from .rollout import RolloutRunner, create_rollout, select_targets
+from .rollout_rollback import device_rollback_manifest, roll_back_device, roll_back_rollout
+from .rollout_store import Outcome, RolloutRecord, RolloutSpec, RolloutState, RolloutStore
 from .signing import (
     KeyPairFiles,
     SignedManifest,
@@ -38,7 +49,32 @@ from .signing import (
 from .staging import ArtifactWriter, Staging, sha256_file
 from .versions import VersionState
 
+if TYPE_CHECKING:
+    from .agent import Agent, run_agent
+    from .agent_config import AgentConfig, load_agent_config
+
+_LAZY = {
+    "Agent": ".agent",
+    "run_agent": ".agent",
+    "AgentConfig": ".agent_config",
+    "load_agent_config": ".agent_config",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
 __all__ = [
+    "Agent",
+    "AgentConfig",
     "Artifact",
     "ArtifactStore",
     "ArtifactWriter",
@@ -48,25 +84,40 @@ __all__ = [
     "ChunkOutcome",
     "DeploymentManifest",
     "DeviceIdentity",
+    "DeviceRecord",
+    "FleetOperator",
     "HealthCheck",
     "InlineSource",
     "KeyPairFiles",
+    "Outcome",
+    "RolloutRecord",
+    "RolloutRunner",
+    "RolloutSpec",
+    "RolloutState",
+    "RolloutStore",
     "SignedManifest",
     "Staging",
     "TargetSelector",
     "UrlSource",
     "VersionState",
+    "create_rollout",
     "decode_chunk",
     "decode_manifest",
+    "device_rollback_manifest",
     "encode_chunk",
     "generate_signing_key",
     "inline_artifact",
     "iter_chunks",
     "key_id",
+    "load_agent_config",
     "load_private_key",
     "load_public_key",
     "load_trusted_keys",
+    "roll_back_device",
+    "roll_back_rollout",
+    "run_agent",
     "safe_artifact_name",
+    "select_targets",
     "sha256_file",
     "sign_manifest",
     "verify_manifest",
