@@ -2,7 +2,9 @@
 
 Each agent verifies the signature, receives the inline chunks the operator sends on need_chunks,
 builds the engine, runs the manifest's health check and activates; an agent that trusts another
-key refuses; an agent that was offline converges from its retained desired state when it returns.
+key refuses; an agent that was offline converges from its retained desired state when it returns; a first wave
+that fails is rolled back device by device to each one's own previous version, with rollback
+manifests the operator signs on the spot.
 """
 
 from __future__ import annotations
@@ -16,10 +18,13 @@ import pytest
 
 from edge_sdk.fleet.agent import Agent
 from edge_sdk.fleet.agent_config import AgentConfig
-from edge_sdk.fleet.operator import FleetOperator
+from edge_sdk.fleet.operator import FleetOperator, manifest_of
 from edge_sdk.fleet.rollout import RolloutRunner, create_rollout, roll_back_rollout
 from edge_sdk.fleet.rollout_store import Outcome, RolloutRecord, RolloutState, RolloutStore
+from edge_sdk.fleet.signing import verify_manifest
+from edge_sdk.fleet.versions import VersionState
 from edge_sdk.mqtt import MqttClient
+from edge_sdk.profiles import default_profile_dir
 from tests.broker import BrokerFactory, FleetBroker, broker_factory_fixture, start_fleet_broker
 from tests.fleet.agent_fixtures import PROFILE, Deployment, make_deployment, make_rollback
 from tests.fleet.conftest import Keys
@@ -27,6 +32,7 @@ from tests.fleet.conftest import Keys
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(180)]
 
 NAMES = ["cam-a", "cam-b", "cam-c"]
+DEVICES = [*NAMES, "cam-d", "cam-e"]
 WAIT_S = 30.0
 MakeAgent = Callable[..., Agent]
 
@@ -38,15 +44,16 @@ def start_broker(tmp_path: Path) -> Iterator[BrokerFactory]:
 
 @pytest.fixture
 def fleet(start_broker: BrokerFactory) -> FleetBroker:
-    return start_fleet_broker(start_broker, devices=NAMES, operators=["operator"])
+    return start_fleet_broker(start_broker, devices=DEVICES, operators=["operator"])
 
 
 @pytest.fixture
 def agents(fleet: FleetBroker, tmp_path: Path, operator_keys: Keys) -> Iterator[MakeAgent]:
     running: list[Agent] = []
 
-    def make(name: str, trusted: Path | None = None) -> Agent:
+    def make(name: str, trusted: Path | None = None, profile_dir: Path | None = None) -> Agent:
         config = AgentConfig(
+            profile_dir=profile_dir,
             device_id=name,
             broker=fleet.settings(name, client_id=name, clean_start=False),
             store_dir=tmp_path / name / "store",
@@ -179,3 +186,74 @@ def test_rollout_to_agents_when_one_is_offline_then_it_gets_the_deployment_when_
     assert result[0].state is RolloutState.COMPLETED, result[0].reason
     assert set(outcomes(result[0]).values()) == {Outcome.ACTIVE}
     assert operator.wait_for(lambda r: r.active_version == 1, "cam-c", WAIT_S)
+
+
+def profiles_with_a_missing_gpu(folder: Path) -> Path:
+    """The shipped x86-cpu profile, and x86-nogpu: the same box told to build engines for CUDA, which it lacks."""
+    folder.mkdir(parents=True)
+    text = (default_profile_dir() / f"{PROFILE}.yaml").read_text()
+    (folder / f"{PROFILE}.yaml").write_text(text)
+    broken = text.replace(f"name: {PROFILE}", "name: x86-nogpu").replace("- type: cpu", "- type: cuda")
+    assert "x86-nogpu" in broken and "cuda" in broken
+    (folder / "x86-nogpu.yaml").write_text(broken)
+    return folder
+
+
+def test_rollout_to_agents_when_the_first_wave_fails_then_its_devices_go_back_to_their_own_versions_unprepared(
+    agents: MakeAgent, operator: FleetOperator, operator_keys: Keys, tmp_path: Path
+) -> None:
+    # given five agents that ran different versions before: cam-a 2, cam-b 1, cam-c 1, cam-d none, cam-e 1
+    profiles = profiles_with_a_missing_gpu(tmp_path / "profiles")
+    running = {name: agents(name, profile_dir=profiles) for name in DEVICES}
+    wait_online(operator, DEVICES)
+    releases = tmp_path / "releases"
+    v1, v2, v3 = (
+        make_deployment(releases, operator_keys.private, v, target={"device_ids": DEVICES}) for v in (1, 2, 3)
+    )
+    before = {"cam-a": 2, "cam-b": 1, "cam-c": 1, "cam-e": 1}
+    for name, version in before.items():
+        for release in (v1, v2)[:version]:
+            response = operator.deploy(name, release.signed, artifacts_of(release), WAIT_S)
+            assert response.ok, response
+    # and cam-c, now on a profile whose engines need a GPU it lacks, fails the health check of any new version
+    assert operator.request("cam-c", "set_profile", {"profile": "x86-nogpu"}, WAIT_S).ok
+    assert operator.wait_for(lambda r: r.profile == "x86-nogpu", "cam-c", WAIT_S)
+    operator.settle(quiet_s=0.3)
+    # when version 3 rolls out with a first wave of four, the operator's key and no rollback manifest
+    with RolloutStore(tmp_path / "rollouts.db") as store:
+        rollout_id = create_rollout(
+            operator, store, v3.signed, first_wave=4, rate_per_min=600, abort_threshold=0.2,
+            artifacts_dir=artifacts_of(v3), command_timeout_s=WAIT_S,
+            signing_key=operator_keys.folder / "fleet-signing.key",
+        )  # fmt: skip
+        record = RolloutRunner(operator, store, rollout_id).run()
+    # then the rollout stopped at the first wave (cam-c: 1 of 4 > 20%) and every device is accounted for
+    assert record.state is RolloutState.ABORTED and record.aborted_wave == 0, record.reason
+    assert outcomes(record) == {
+        "cam-a": Outcome.ROLLED_BACK, "cam-b": Outcome.ROLLED_BACK, "cam-c": Outcome.FAILED,
+        "cam-d": Outcome.ACTIVE, "cam-e": Outcome.PENDING,
+    }, [(d.device, d.outcome.value, d.reason) for d in record.devices]  # fmt: skip
+    by_name = {d.device: d for d in record.devices}
+    assert "health_failed" in (by_name["cam-c"].reason or "")
+    assert "no version before" in (by_name["cam-d"].reason or ""), "nothing to go back to: it keeps version 3"
+    # and each agent reports the version it ran before (cam-d keeps 3, cam-e was never sent it)
+    expected = {"cam-a": 2, "cam-b": 1, "cam-c": 1, "cam-d": 3, "cam-e": 1}
+    for name, version in expected.items():
+        assert operator.wait_for(lambda r, v=version: r.active_version == v, name, WAIT_S), f"{name} on {version}"
+        assert running[name].store.current_version() == version
+    # and what went back did so with a rollback manifest signed for that device alone
+    for name in ("cam-a", "cam-b"):
+        envelope = by_name[name].rollback_manifest
+        assert envelope is not None
+        manifest = manifest_of(envelope)
+        assert manifest.rollback and manifest.version == expected[name] and manifest.target.device_ids == [name]
+        identity = running[name].identity()
+        assert (
+            verify_manifest(envelope, [operator_keys.public], identity, manifest.created_at, _state(name)) == manifest
+        )
+
+
+def _state(name: str) -> VersionState:
+    """Versions as the device had them when the rollback was signed: version 3 active, its earlier ones kept."""
+    kept = {"cam-a": {1, 2, 3}, "cam-b": {1, 3}}[name]
+    return VersionState(current=3, highest=3, kept=frozenset(kept))
