@@ -219,3 +219,40 @@ def test_parse_selector_when_keys_repeat_then_they_combine() -> None:
     assert parse_selector(()) is None
     with pytest.raises(ConfigError, match=r"expected device=, profile= or label\.NAME="):
         parse_selector(("color=red",))
+
+
+def test_fleet_deploy_when_given_the_key_and_the_first_wave_fails_then_each_device_is_signed_its_own_rollback(
+    edge_sdk: Run,
+    broker_yaml: Path,
+    devices: Callable[..., SimDevice],
+    signed: tuple[Path, Path],
+    tmp_path: Path,
+) -> None:
+    # given cam-1 on version 1 and cam-2 that fails its health check, and no pre-made rollback manifest
+    healthy = devices("cam-1")
+    devices("cam-2", behaviour="health_fail")
+    manifest, _ = signed
+    state = tmp_path / "r.db"
+    code, out, _ = edge_sdk(
+        "fleet", "deploy", manifest, "--broker", broker_yaml, "--state", state, "--first-wave", "2",
+        "--key", tmp_path / "keys" / "fleet-signing.key", "--id", "keyed",
+    )  # fmt: skip
+    # then the rollout aborts and cam-1 went back to version 1 with a rollback signed for it
+    assert code == 1
+    assert "aborted" in out and "1 rolled_back" in out and "1 failed" in out and "note:" not in out
+    assert healthy.active_version == 1 and healthy.commands["rollback"] == 1
+    code, out, _ = edge_sdk("fleet", "status", "keyed", "--state", state, "--json")
+    rows = {d["device"]: d for d in json.loads(out)["devices"]}
+    assert rows["cam-1"]["outcome"] == "rolled_back" and rows["cam-1"]["rollback_signed"]
+    assert "signed for this device" in rows["cam-1"]["reason"]
+
+
+def test_fleet_deploy_when_the_key_file_is_missing_then_one_line_error(
+    edge_sdk: Run, broker_yaml: Path, signed: tuple[Path, Path], tmp_path: Path
+) -> None:
+    manifest, _ = signed
+    code, _, err = edge_sdk(
+        "fleet", "deploy", manifest, "--broker", broker_yaml, "--state", tmp_path / "r.db",
+        "--key", tmp_path / "nope.key",
+    )  # fmt: skip
+    assert code == 2 and "nope.key" in err and "not found" in err
