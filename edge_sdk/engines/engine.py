@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -94,7 +94,7 @@ def prepare_engine(
         raise ConfigError("precision int8 needs calibration data (edge-sdk build --calib DATA)")
     if precision != "int8":
         calibration = None
-    graph = graph or GraphOptions()
+    graph = _with_profile_batch(graph or GraphOptions(), profile)
     model = model if isinstance(model, ModelFile) else ModelFile.load(model)
     cache = cache or EngineCache()
     key = EngineKey(
@@ -119,6 +119,13 @@ def prepare_engine(
 
     entry, built = cache.get_or_build(key, build)
     return PreparedEngine(entry, model, profile, precision, built, time.perf_counter() - started)
+
+
+def _with_profile_batch(graph: GraphOptions, profile: DeviceProfile) -> GraphOptions:
+    """The profile's batch axis, unless the caller asked for one."""
+    if graph.batch != "keep" or profile.batch == "keep":
+        return graph
+    return replace(graph, batch=None if profile.batch == "dynamic" else profile.batch)
 
 
 def _apply_graph_passes(

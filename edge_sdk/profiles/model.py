@@ -64,6 +64,11 @@ class DeviceProfile(BaseModel):
     precisions: list[Precision] = Field(min_length=1, description="Precisions engines may be built in.")
     default_precision: Precision = Field(description="Precision used when none is asked for.")
     engine: EngineOptions = Field(description="Backend and its options, keyed on `backend:`.")
+    batch: int | Literal["dynamic", "keep"] = Field(
+        "keep",
+        description="Batch axis of engines built here: a fixed size (static shapes, e.g. for DLA), dynamic, "
+        "or keep the model's own. A pipeline or build that asks for a batch itself wins.",
+    )
     int8: Int8Settings | None = Field(
         None,
         description="How int8 engines are calibrated, quantised and checked on this box (the build's flags "
@@ -76,6 +81,13 @@ class DeviceProfile(BaseModel):
         precisions = info.data.get("precisions")
         if precisions is not None and value not in precisions:
             raise ValueError(f"expected one of precisions {precisions}")
+        return value
+
+    @field_validator("batch")
+    @classmethod
+    def _batch_is_positive(cls, value: int | str) -> int | str:
+        if isinstance(value, int) and value < 1:
+            raise ValueError(f"expected a batch size of at least 1, 'dynamic' or 'keep', got {value}")
         return value
 
     def content_hash(self) -> str:
