@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.profiles import DeviceProfile
+from edge_sdk.sinks import check_sinks
 from edge_sdk.status import StatusCallback, ignore_status
 
 from .config import PipelineConfig
@@ -25,6 +26,7 @@ def run_pipeline(
     on_snapshot: Callable[[RuntimeSnapshot], None] | None = None,
 ) -> RunSummary:
     """Stage processes over shared memory (runtime.mode: processes, the default) or one loop (inline)."""
+    check_sinks(config.sinks)
     if config.runtime.mode == "inline":
         return run_inline(config, profile, cache, stop=stop, on_status=on_status)
     if config.runtime.prometheus is None:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Annotated, Any
 
 from pydantic import Field
 
+from .agent import AgentSink, AgentSinkSpec, outbox_from_environment
 from .base import Sink
 from .callable import CallableSink, CallableSinkSpec
 from .fanout import SinkFanout
@@ -16,7 +17,8 @@ from .stdout import StdoutSink, StdoutSinkSpec
 from .video import VideoSink, VideoSinkSpec
 
 SinkSpec = Annotated[
-    JsonlSinkSpec | StdoutSinkSpec | VideoSinkSpec | MqttSinkSpec | CallableSinkSpec, Field(discriminator="type")
+    JsonlSinkSpec | StdoutSinkSpec | VideoSinkSpec | MqttSinkSpec | CallableSinkSpec | AgentSinkSpec,
+    Field(discriminator="type"),
 ]
 
 SinkFactory = Callable[[Any, str], Sink]
@@ -28,14 +30,21 @@ SINKS: dict[str, SinkFactory] = {
     "video": lambda spec, _pipeline: VideoSink(spec.path, fps=spec.fps, codec=spec.codec),
     "mqtt": lambda spec, pipeline: MqttSink.from_spec(spec, pipeline_name=pipeline),
     "callable": lambda spec, _pipeline: CallableSink(spec.function),
+    "agent": lambda spec, pipeline: AgentSink.from_spec(spec, pipeline_name=pipeline),
 }
 
 
 def create_sink(
-    spec: JsonlSinkSpec | StdoutSinkSpec | VideoSinkSpec | MqttSinkSpec | CallableSinkSpec,
+    spec: JsonlSinkSpec | StdoutSinkSpec | VideoSinkSpec | MqttSinkSpec | CallableSinkSpec | AgentSinkSpec,
     pipeline_name: str = "pipeline",
 ) -> Sink:
     return SINKS[spec.type](spec, pipeline_name)
 
 
-__all__ = ["SINKS", "Sink", "SinkFanout", "SinkSpec", "create_sink"]
+def check_sinks(specs: Iterable[Any]) -> None:
+    """Fail before a pipeline starts when a sink cannot work here (SinkError), e.g. an agent sink outside an agent."""
+    if any(spec.type == "agent" for spec in specs):
+        outbox_from_environment()
+
+
+__all__ = ["SINKS", "Sink", "SinkFanout", "SinkSpec", "check_sinks", "create_sink"]
