@@ -31,6 +31,7 @@ from edge_sdk.errors import ArtifactError, ChunkError, ConfigError, FleetError
 from edge_sdk.mqtt import ConnectionEvent, ConnectionState, Message, MqttClient, MqttError, MqttSettings, Will
 from edge_sdk.mqtt.topics import DeviceTopics
 from edge_sdk.profiles import DeviceProfile, ProfileCatalog
+from edge_sdk.sinks.agent import OUTBOX_ENV
 from edge_sdk.status import StatusEvent
 
 from .agent_config import AgentConfig
@@ -57,11 +58,14 @@ from .protocol import (
     offline_presence,
     utc_now,
 )
+from .results import ResultForwarder
 from .signing import load_trusted_keys
 
 log = logging.getLogger(__name__)
 
 STOP_TIMEOUT_S = 5.0
+RESULTS_OUTBOX = "results-outbox.sqlite"
+"""The outbox of `type: agent` sinks, in the store folder (see edge_sdk.sinks.agent)."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +101,7 @@ class Agent:
             cache,
             on_change=lambda: self._queue.put(_Work("facts")),
             on_status=self._pipeline_status,
+            environment={OUTBOX_ENV: str(config.store_dir / RESULTS_OUTBOX)},
         )
         self.deployer = Deployer(
             self.store,
@@ -108,6 +113,9 @@ class Agent:
             on_activated=self._restart_pipelines,
         )
         self.client = client(self._settings())
+        self.results = ResultForwarder(
+            config.store_dir / RESULTS_OUTBOX, self.client, self.topics, config.max_outbox_results
+        )
         self._chunk_bytes = 0
         self._chunk_lock = threading.Lock()
         self._desired: DesiredState | None = None
@@ -125,6 +133,7 @@ class Agent:
         self._queue.put(_Work("pipelines"))
         self._remove_listener = self.client.add_listener(self._on_connection)
         self.client.start()
+        self.results.start()
         self.client.subscribe(self.topics.cmd, self._enqueue("command"), qos=1)
         self.client.subscribe(self.topics.desired, self._enqueue("desired"), qos=1)
         self.client.subscribe(self.topics.artifacts("#"), self._on_chunk, qos=1)
@@ -138,6 +147,7 @@ class Agent:
         if self._worker is not None:
             self._worker.join(STOP_TIMEOUT_S)
         self.pipelines.stop_all()
+        self.results.stop()
         if self.client.is_connected:
             try:
                 self.client.publish(self.topics.state, offline_presence(self.config.device_id), qos=1, retain=True)

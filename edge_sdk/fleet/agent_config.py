@@ -47,6 +47,11 @@ class AgentConfig(BaseModel):
     max_pending_chunk_bytes: int = Field(
         256 * 2**20, ge=2**20, description="Chunk bytes waiting to be written; beyond it chunks are dropped (resent)."
     )
+    max_outbox_results: int = Field(
+        10_000,
+        ge=1,
+        description="Results of `type: agent` sinks waiting to be published; beyond it the oldest are evicted.",
+    )
 
     def resolved(self, base: Path) -> AgentConfig:
         """A copy whose relative paths are made absolute against `base` (the config file's folder)."""

@@ -12,6 +12,7 @@ deployment back.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -63,7 +64,11 @@ class _Run:
 
 
 class PipelineSupervisor:
-    """Starts, stops and watches the device's pipelines (thread-safe)."""
+    """Starts, stops and watches the device's pipelines (thread-safe).
+
+    `environment` is set in this process's environment before each pipeline starts, so its stage
+    processes inherit it (the agent passes its results outbox this way: one agent per process).
+    """
 
     def __init__(
         self,
@@ -72,12 +77,14 @@ class PipelineSupervisor:
         cache: EngineCache | None = None,
         on_change: Callable[[], None] | None = None,
         on_status: Callable[[str, StatusEvent], None] | None = None,
+        environment: dict[str, str] | None = None,
     ):
         self.store = store
         self._profile = profile
         self._cache = cache
         self._on_change = on_change
         self._on_status = on_status
+        self._environment = dict(environment or {})
         self._lock = threading.Lock()
         self._runs: dict[str, _Run] = {}
 
@@ -120,6 +127,7 @@ class PipelineSupervisor:
         )
         with self._lock:
             self._runs[name] = run
+        os.environ.update(self._environment)  # stage processes inherit it (e.g. the agent sink's outbox)
         run.thread.start()
         deadline = time.monotonic() + timeout
         while not (run.started.is_set() or run.ended.is_set() or run.error) and time.monotonic() < deadline:

@@ -1,0 +1,119 @@
+"""The agent's side of `type: agent` sinks: drain the results outbox to edge/<device>/results/<pipeline>/<source>.
+
+One thread reads the outbox (edge_sdk.sinks.agent.Outbox) oldest first and publishes each entry at
+QoS 1 through the agent's MqttClient, deleting it only once the client accepted it: acknowledged by
+the broker, or written to the client's disk spool. While the broker is away and the client has no
+spool, entries stay in the outbox (bounded, oldest evicted and counted) and go out in order after the
+reconnect. A publish the broker refuses (ACL) is dropped and counted, so it cannot block the rest.
+Delivery is at least once: an acknowledgement lost with the connection means the entry is sent again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from edge_sdk.mqtt import MqttClient, MqttError, PublishRejectedError
+from edge_sdk.mqtt.topics import DeviceTopics
+from edge_sdk.sinks.agent import Outbox
+
+log = logging.getLogger(__name__)
+
+IDLE_POLL_S = 0.1
+RETRY_S = 0.5
+BATCH = 100
+
+
+@dataclass(frozen=True)
+class ForwarderStats:
+    published: int
+    """Entries the client accepted (acknowledged or spooled) and removed from the outbox."""
+    waiting: int
+    """Entries still in the outbox."""
+    evicted: int
+    """Entries the outbox dropped, oldest first, because it held max_entries (since the outbox was created)."""
+    rejected: int
+    """Entries the broker refused (e.g. not authorised), dropped."""
+
+
+class ResultForwarder:
+    """Publishes the outbox's entries on the agent's connection (see the module docstring)."""
+
+    def __init__(self, path: Path, client: MqttClient, topics: DeviceTopics, max_entries: int):
+        self.outbox = Outbox(path, create=True, max_entries=max_entries)
+        self.path = path
+        self._client = client
+        self._topics = topics
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._published = 0
+        self._rejected = 0
+        self._evicted_seen = self.outbox.evicted()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="edge-agent-results", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        self.outbox.close()
+
+    def stats(self) -> ForwarderStats:
+        return ForwarderStats(self._published, self.outbox.waiting(), self.outbox.evicted(), self._rejected)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                sent = self.drain_once()
+            except Exception:  # the outbox file or the client misbehaved: log and keep trying
+                log.exception("results outbox: drain failed")
+                sent = -1
+            self._report_evictions()
+            self._stop.wait(IDLE_POLL_S if sent >= 0 else RETRY_S)
+
+    def drain_once(self) -> int:
+        """Publish what waits (while publishing can succeed); -1 when it stopped on a failure, else the count."""
+        if not (self._client.is_connected or self._client.settings.spool is not None):
+            return -1
+        sent = 0
+        while not self._stop.is_set():
+            entries = self.outbox.peek(BATCH)
+            if not entries:
+                return sent
+            for entry in entries:
+                if self._stop.is_set():
+                    return sent
+                topic = self._topics.results(_level(entry.pipeline), _level(entry.source))
+                try:
+                    self._client.publish(topic, entry.payload, qos=1, wait=True)
+                except PublishRejectedError as exc:
+                    self._rejected += 1
+                    log.warning("results outbox: %s refused, dropped: %s", topic, exc)
+                except MqttError as exc:
+                    log.debug("results outbox: %s not published yet: %s", topic, exc)
+                    return -1
+                else:
+                    self._published += 1
+                    sent += 1
+                self.outbox.delete(entry.id)
+        return sent
+
+    def _report_evictions(self) -> None:
+        evicted = self.outbox.evicted()
+        if evicted > self._evicted_seen:
+            log.warning(
+                "results outbox %s is full: %d oldest results evicted (%d in all)",
+                self.path,
+                evicted - self._evicted_seen,
+                evicted,
+            )
+            self._evicted_seen = evicted
+
+
+def _level(name: str) -> str:
+    """A topic level from a pipeline or source name ('/', '+', '#' become '_')."""
+    return name.replace("/", "_").replace("+", "_").replace("#", "_").replace("\0", "_") or "_"

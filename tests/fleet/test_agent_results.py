@@ -1,0 +1,131 @@
+"""`type: agent` sinks: results of the pipelines the agent runs reach the operator on the shipped fleet broker."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from edge_sdk.fleet.agent import Agent
+from edge_sdk.fleet.agent_config import AgentConfig
+from edge_sdk.mqtt import Message, MqttClient
+from tests.broker import BrokerFactory, FleetBroker, Inbox, broker_factory_fixture, start_fleet_broker
+from tests.fleet.agent_fixtures import DEVICE_ID, PROFILE, make_deployment
+from tests.fleet.conftest import Keys
+from tests.fleet.test_agent_pipelines import install
+
+pytestmark = [pytest.mark.broker, pytest.mark.timeout(120)]
+
+WAIT_S = 30.0
+RESULTS = f"edge/{DEVICE_ID}/results/people/cam"
+
+
+def agent_pipeline(frames: int, mode: str = "processes") -> str:
+    """The deployed classifier over a live synthetic camera of `frames` frames, results to the agent."""
+    return f"""name: people
+model: {{path: classifier.onnx}}
+preprocess: {{resize: [8, 8], layout: nchw, dtype: float32, scale: 0.00392156862745098}}
+sources: [{{uri: "synthetic://?frames={frames}&size=16x16&fps=20&realtime=true", name: cam}}]
+postprocess: {{type: classification, output: logits}}
+sinks: [{{type: agent}}]
+runtime: {{mode: {mode}}}
+"""
+
+
+@pytest.fixture
+def start_broker(tmp_path: Path) -> Iterator[BrokerFactory]:
+    yield from broker_factory_fixture(tmp_path / "brokers")
+
+
+@pytest.fixture
+def fleet(start_broker: BrokerFactory) -> FleetBroker:
+    return start_fleet_broker(start_broker, devices=[DEVICE_ID], operators=["operator"])
+
+
+@pytest.fixture
+def agent(fleet: FleetBroker, tmp_path: Path, operator_keys: Keys) -> Iterator[Agent]:
+    config = AgentConfig(
+        device_id=DEVICE_ID,
+        broker=fleet.settings(DEVICE_ID, client_id=DEVICE_ID, clean_start=False),
+        store_dir=tmp_path / "store",
+        trusted_keys_dir=operator_keys.folder,
+        profile=PROFILE,
+        engine_cache_dir=tmp_path / "engines",
+    )
+    with Agent(config) as running:
+        yield running
+
+
+@pytest.fixture
+def results(fleet: FleetBroker) -> Iterator[Inbox]:
+    """The operator's subscription to the device's results (a persistent session: kept across broker restarts)."""
+    inbox = Inbox()
+    settings = fleet.settings("operator", client_id="operator-results", clean_start=False)
+    with MqttClient(settings) as client:
+        client.subscribe(f"edge/{DEVICE_ID}/results/#", inbox, qos=1)
+        yield inbox
+
+
+def frame_indices(messages: list[Message]) -> list[int]:
+    return [json.loads(message.payload)["frame"] for message in messages]
+
+
+def wait_until(condition: object, timeout: float = WAIT_S) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():  # type: ignore[operator]
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_agent_sink_when_pipeline_runs_then_each_frame_result_reaches_the_operator(
+    agent: Agent, results: Inbox, tmp_path: Path, operator_keys: Keys
+) -> None:
+    # given a deployed pipeline whose sink is the agent (output stage in its own process)
+    deployment = make_deployment(tmp_path / "a", operator_keys.private, 1, pipeline=agent_pipeline(frames=20))
+    assert install(agent, deployment).status == "active"
+
+    # when the agent runs it
+    agent.set_pipeline("people", running=True)
+
+    # then one result per frame arrives, in order, on edge/<device>/results/<pipeline>/<source>
+    messages = results.wait_for(20, WAIT_S)
+    assert len(messages) == 20, f"expected 20 results, got {len(messages)}"
+    assert {message.topic for message in messages} == {RESULTS}
+    assert frame_indices(messages) == list(range(20))
+    first = json.loads(messages[0].payload)
+    assert first["source"] == "cam" and first["classifications"], first
+    assert wait_until(lambda: agent.results.stats().waiting == 0)
+    assert results.settle(0.5) == messages, "nothing more than one result per frame"
+    stats = agent.results.stats()
+    assert stats.published == 20 and stats.evicted == 0 and stats.rejected == 0, stats
+
+
+def test_agent_sink_when_broker_stops_during_the_run_then_results_are_kept_and_delivered_in_order(
+    agent: Agent, fleet: FleetBroker, results: Inbox, tmp_path: Path, operator_keys: Keys
+) -> None:
+    # given a running pipeline of 60 frames (3 s) whose first results reached the operator
+    deployment = make_deployment(tmp_path / "a", operator_keys.private, 1, pipeline=agent_pipeline(frames=60))
+    assert install(agent, deployment).status == "active"
+    agent.set_pipeline("people", running=True)
+    assert len(results.wait_for(3, WAIT_S)) == 3, "the first results arrive"
+
+    # when the broker stops while the pipeline goes on to its end
+    fleet.broker.stop()
+    run = agent.pipelines._runs["people"]
+    assert run.ended.wait(WAIT_S), "the pipeline ends after its 60 frames"
+    waiting = agent.results.stats().waiting
+    assert waiting > 0, "results made while the broker is away wait in the outbox"
+
+    # then, once the broker is back, every result arrives, in frame order
+    fleet.broker.start()
+    messages = results.wait_for(60, WAIT_S)
+    indices = frame_indices(results.settle(0.5))
+    first_seen = list(dict.fromkeys(indices))
+    assert first_seen == list(range(60)), f"every frame once, in order: {indices}"
+    assert len(messages) == 60
+    assert agent.results.stats().waiting == 0
