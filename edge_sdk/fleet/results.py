@@ -4,15 +4,17 @@ One thread reads the outbox (edge_sdk.sinks.agent.Outbox) oldest first and publi
 QoS 1 through the agent's MqttClient, deleting it only once the client accepted it: acknowledged by
 the broker, or written to the client's disk spool. While the broker is away and the client has no
 spool, entries stay in the outbox (bounded, oldest evicted and counted) and go out in order after the
-reconnect. A publish the broker refuses (ACL) is dropped and counted, so it cannot block the rest.
+reconnect. Evictions are logged and reported on telemetry/results-outbox ({device, published, waiting,
+evicted, rejected}). A publish the broker refuses (ACL) is dropped and counted, so it cannot block the rest.
 Delivery is at least once: an acknowledgement lost with the connection means the entry is sent again.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from edge_sdk.mqtt import MqttClient, MqttError, PublishRejectedError
@@ -112,6 +114,12 @@ class ResultForwarder:
                 evicted,
             )
             self._evicted_seen = evicted
+            stats = asdict(self.stats())
+            payload = json.dumps({"device": self._topics.device, **stats})
+            try:
+                self._client.publish(self._topics.telemetry("results-outbox"), payload.encode(), qos=1, wait=False)
+            except MqttError as exc:
+                log.debug("results outbox telemetry not published: %s", exc)
 
 
 def _level(name: str) -> str:
