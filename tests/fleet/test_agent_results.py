@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -23,15 +23,17 @@ WAIT_S = 30.0
 RESULTS = f"edge/{DEVICE_ID}/results/people/cam"
 
 
-def agent_pipeline(frames: int, mode: str = "processes") -> str:
-    """The deployed classifier over a live synthetic camera of `frames` frames, results to the agent."""
+def agent_pipeline(frames: int, jsonl: Path) -> str:
+    """The deployed classifier over a live synthetic camera of `frames` frames, results to the agent and to `jsonl`.
+
+    A live camera may drop frames (e.g. while the stages start): the JSONL file says which were processed.
+    """
     return f"""name: people
 model: {{path: classifier.onnx}}
 preprocess: {{resize: [8, 8], layout: nchw, dtype: float32, scale: 0.00392156862745098}}
 sources: [{{uri: "synthetic://?frames={frames}&size=16x16&fps=20&realtime=true", name: cam}}]
 postprocess: {{type: classification, output: logits}}
-sinks: [{{type: agent}}]
-runtime: {{mode: {mode}}}
+sinks: [{{type: agent}}, {{type: jsonl, path: "{jsonl}"}}]
 """
 
 
@@ -73,10 +75,14 @@ def frame_indices(messages: list[Message]) -> list[int]:
     return [json.loads(message.payload)["frame"] for message in messages]
 
 
-def wait_until(condition: object, timeout: float = WAIT_S) -> bool:
+def processed_frames(jsonl: Path) -> list[int]:
+    return [json.loads(line)["frame"] for line in jsonl.read_text().splitlines()]
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = WAIT_S) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if condition():  # type: ignore[operator]
+        if condition():
             return True
         time.sleep(0.05)
     return False
@@ -86,30 +92,34 @@ def test_agent_sink_when_pipeline_runs_then_each_frame_result_reaches_the_operat
     agent: Agent, results: Inbox, tmp_path: Path, operator_keys: Keys
 ) -> None:
     # given a deployed pipeline whose sink is the agent (output stage in its own process)
-    deployment = make_deployment(tmp_path / "a", operator_keys.private, 1, pipeline=agent_pipeline(frames=20))
+    jsonl = tmp_path / "processed.jsonl"
+    deployment = make_deployment(tmp_path / "a", operator_keys.private, 1, pipeline=agent_pipeline(20, jsonl))
     assert install(agent, deployment).status == "active"
 
-    # when the agent runs it
+    # when the agent runs it to its end
     agent.set_pipeline("people", running=True)
+    assert agent.pipelines._runs["people"].ended.wait(WAIT_S), "the pipeline ends after its 20 frames"
+    processed = processed_frames(jsonl)
+    assert len(processed) >= 10, processed
 
-    # then one result per frame arrives, in order, on edge/<device>/results/<pipeline>/<source>
-    messages = results.wait_for(20, WAIT_S)
-    assert len(messages) == 20, f"expected 20 results, got {len(messages)}"
+    # then one result per processed frame arrives, in order, on edge/<device>/results/<pipeline>/<source>
+    messages = results.wait_for(len(processed), WAIT_S)
     assert {message.topic for message in messages} == {RESULTS}
-    assert frame_indices(messages) == list(range(20))
+    assert frame_indices(messages) == processed
     first = json.loads(messages[0].payload)
     assert first["source"] == "cam" and first["classifications"], first
     assert wait_until(lambda: agent.results.stats().waiting == 0)
     assert results.settle(0.5) == messages, "nothing more than one result per frame"
     stats = agent.results.stats()
-    assert stats.published == 20 and stats.evicted == 0 and stats.rejected == 0, stats
+    assert stats.published == len(processed) and stats.evicted == 0 and stats.rejected == 0, stats
 
 
 def test_agent_sink_when_broker_stops_during_the_run_then_results_are_kept_and_delivered_in_order(
     agent: Agent, fleet: FleetBroker, results: Inbox, tmp_path: Path, operator_keys: Keys
 ) -> None:
     # given a running pipeline of 60 frames (3 s) whose first results reached the operator
-    deployment = make_deployment(tmp_path / "a", operator_keys.private, 1, pipeline=agent_pipeline(frames=60))
+    jsonl = tmp_path / "processed.jsonl"
+    deployment = make_deployment(tmp_path / "a", operator_keys.private, 1, pipeline=agent_pipeline(60, jsonl))
     assert install(agent, deployment).status == "active"
     agent.set_pipeline("people", running=True)
     assert len(results.wait_for(3, WAIT_S)) == 3, "the first results arrive"
@@ -121,11 +131,11 @@ def test_agent_sink_when_broker_stops_during_the_run_then_results_are_kept_and_d
     waiting = agent.results.stats().waiting
     assert waiting > 0, "results made while the broker is away wait in the outbox"
 
-    # then, once the broker is back, every result arrives, in frame order
+    # then, once the broker is back, every processed frame's result arrives, in order
     fleet.broker.start()
-    messages = results.wait_for(60, WAIT_S)
+    processed = processed_frames(jsonl)
+    assert len(processed) > waiting
+    assert len(results.wait_for(len(processed), WAIT_S)) == len(processed)
     indices = frame_indices(results.settle(0.5))
-    first_seen = list(dict.fromkeys(indices))
-    assert first_seen == list(range(60)), f"every frame once, in order: {indices}"
-    assert len(messages) == 60
+    assert list(dict.fromkeys(indices)) == processed, f"every frame once, in order (at least once): {indices}"
     assert agent.results.stats().waiting == 0
