@@ -28,7 +28,17 @@ from typing import Any
 from edge_sdk import __version__
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.errors import ArtifactError, ChunkError, ConfigError, FleetError
-from edge_sdk.mqtt import ConnectionEvent, ConnectionState, Message, MqttClient, MqttError, MqttSettings, Will
+from edge_sdk.mqtt import (
+    AckTimeoutError,
+    ConnectionEvent,
+    ConnectionState,
+    Message,
+    MessageHandler,
+    MqttClient,
+    MqttError,
+    MqttSettings,
+    Will,
+)
 from edge_sdk.mqtt.topics import DeviceTopics
 from edge_sdk.profiles import DeviceProfile, ProfileCatalog
 from edge_sdk.sinks.agent import OUTBOX_ENV
@@ -134,10 +144,18 @@ class Agent:
         self._remove_listener = self.client.add_listener(self._on_connection)
         self.client.start()
         self.results.start()
-        self.client.subscribe(self.topics.cmd, self._enqueue("command"), qos=1)
-        self.client.subscribe(self.topics.desired, self._enqueue("desired"), qos=1)
-        self.client.subscribe(self.topics.artifacts("#"), self._on_chunk, qos=1)
+        self._subscribe(self.topics.cmd, self._enqueue("command"))
+        self._subscribe(self.topics.desired, self._enqueue("desired"))
+        self._subscribe(self.topics.artifacts("#"), self._on_chunk)
         log.info("agent %s started (profile %s)", self.config.device_id, self._profile.name)
+
+    def _subscribe(self, topic_filter: str, handler: MessageHandler) -> None:
+        """A broker that is slow or drops the link while the agent starts must not stop it: an unacknowledged
+        subscription is kept and sent again on the next connect."""
+        try:
+            self.client.subscribe(topic_filter, handler, qos=1)
+        except AckTimeoutError as exc:
+            log.warning("%s; it is sent again when the connection comes back", exc)
 
     def stop(self) -> None:
         """Publish offline presence (retained), disconnect cleanly, stop the worker."""

@@ -55,6 +55,8 @@ class Subscriptions:
         reasons = self._acks.claim(mid, timeout)
         address = self.settings.address
         if reasons is None:
+            with self._lock:  # the SUBSCRIBE may have died with the connection: send it again on the next connect
+                self._unsent.add(topic_filter)
             raise AckTimeoutError(
                 f"MQTT broker {address} did not acknowledge the subscription to {topic_filter!r} within {timeout:g} s"
             )
