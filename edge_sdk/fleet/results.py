@@ -24,6 +24,8 @@ from edge_sdk.sinks.agent import Outbox
 log = logging.getLogger(__name__)
 
 IDLE_POLL_S = 0.1
+MAX_IDLE_POLL_S = 1.0
+"""While the outbox stays untouched the poll backs off to this (many agents in one process, idle boxes)."""
 RETRY_S = 0.5
 BATCH = 100
 
@@ -68,14 +70,34 @@ class ResultForwarder:
         return ForwarderStats(self._published, self.outbox.waiting(), self.outbox.evicted(), self._rejected)
 
     def _run(self) -> None:
+        idle_stamp: tuple[object, ...] | None = None
+        idle_wait = IDLE_POLL_S
         while not self._stop.is_set():
+            stamp = self._file_stamp()
+            if stamp == idle_stamp:  # nothing was written since the outbox was last found empty: no query
+                self._stop.wait(idle_wait)
+                idle_wait = min(idle_wait * 2, MAX_IDLE_POLL_S)
+                continue
+            idle_wait = IDLE_POLL_S
             try:
                 sent = self.drain_once()
             except Exception:  # the outbox file or the client misbehaved: log and keep trying
                 log.exception("results outbox: drain failed")
                 sent = -1
             self._report_evictions()
+            idle_stamp = stamp if sent == 0 else None
             self._stop.wait(IDLE_POLL_S if sent >= 0 else RETRY_S)
+
+    def _file_stamp(self) -> tuple[object, ...]:
+        """Size and modification time of the outbox and its WAL: any write by a sink changes them."""
+        stamps: list[object] = []
+        for path in (self.path, self.path.with_name(self.path.name + "-wal")):
+            try:
+                status = path.stat()
+                stamps.append((status.st_mtime_ns, status.st_size))
+            except FileNotFoundError:
+                stamps.append(None)
+        return tuple(stamps)
 
     def drain_once(self) -> int:
         """Publish what waits (while publishing can succeed); -1 when it stopped on a failure, else the count."""
