@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -13,9 +13,13 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from edge_sdk.fleet.agent import Agent
+from edge_sdk.fleet.agent_config import AgentConfig
 from edge_sdk.fleet.artifacts import ArtifactStore
 from edge_sdk.fleet.manifest import DeploymentManifest, DeviceIdentity
 from edge_sdk.fleet.signing import generate_signing_key, load_private_key, load_public_key, verify_manifest
+from tests.broker import BrokerFactory, FleetBroker, broker_factory_fixture, start_fleet_broker
+from tests.fleet.agent_fixtures import DEVICE_ID, PROFILE
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 DEVICE = DeviceIdentity(device_id="box-17", profile="x86-cpu", labels={"site": "lyon", "line": "3"})
@@ -119,3 +123,30 @@ def deploy(store: ArtifactStore, operator_keys: Keys) -> Deploy:
         return manifest
 
     return run
+
+
+# --- a private broker with the shipped fleet config, and one agent on it (broker tests) -----------------
+
+
+@pytest.fixture
+def start_broker(tmp_path: Path) -> Iterator[BrokerFactory]:
+    yield from broker_factory_fixture(tmp_path / "brokers")
+
+
+@pytest.fixture
+def fleet(start_broker: BrokerFactory) -> FleetBroker:
+    return start_fleet_broker(start_broker, devices=[DEVICE_ID], operators=["operator"])
+
+
+@pytest.fixture
+def agent(fleet: FleetBroker, tmp_path: Path, operator_keys: Keys) -> Iterator[Agent]:
+    config = AgentConfig(
+        device_id=DEVICE_ID,
+        broker=fleet.settings(DEVICE_ID, client_id=DEVICE_ID, clean_start=False),
+        store_dir=tmp_path / "store",
+        trusted_keys_dir=operator_keys.folder,
+        profile=PROFILE,
+        engine_cache_dir=tmp_path / "engines",
+    )
+    with Agent(config) as running:
+        yield running

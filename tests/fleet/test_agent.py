@@ -31,7 +31,7 @@ from edge_sdk.fleet.protocol import (
 )
 from edge_sdk.mqtt import ConnectionState, Message, MqttClient
 from edge_sdk.mqtt.topics import DeviceTopics
-from tests.broker import BrokerFactory, FleetBroker, broker_factory_fixture, start_fleet_broker
+from tests.broker import FleetBroker
 from tests.fleet.agent_fixtures import DEVICE_ID, PROFILE, Deployment, make_deployment
 from tests.fleet.conftest import Keys
 
@@ -39,16 +39,6 @@ pytestmark = [pytest.mark.broker, pytest.mark.timeout(90)]
 
 TOPICS = DeviceTopics(DEVICE_ID)
 WAIT_S = 20.0
-
-
-@pytest.fixture
-def start_broker(tmp_path: Path) -> Iterator[BrokerFactory]:
-    yield from broker_factory_fixture(tmp_path / "brokers")
-
-
-@pytest.fixture
-def fleet(start_broker: BrokerFactory) -> FleetBroker:
-    return start_fleet_broker(start_broker, devices=[DEVICE_ID], operators=["operator"])
 
 
 @pytest.fixture

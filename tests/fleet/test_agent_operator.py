@@ -8,40 +8,15 @@ from pathlib import Path
 import pytest
 
 from edge_sdk.fleet.agent import Agent
-from edge_sdk.fleet.agent_config import AgentConfig
 from edge_sdk.fleet.operator import FleetOperator
 from edge_sdk.mqtt import MqttClient
-from tests.broker import BrokerFactory, FleetBroker, broker_factory_fixture, start_fleet_broker
+from tests.broker import FleetBroker
 from tests.fleet.agent_fixtures import DEVICE_ID, PROFILE, make_deployment, make_rollback
 from tests.fleet.conftest import Keys
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(90)]
 
 WAIT_S = 20.0
-
-
-@pytest.fixture
-def start_broker(tmp_path: Path) -> Iterator[BrokerFactory]:
-    yield from broker_factory_fixture(tmp_path / "brokers")
-
-
-@pytest.fixture
-def fleet(start_broker: BrokerFactory) -> FleetBroker:
-    return start_fleet_broker(start_broker, devices=[DEVICE_ID], operators=["operator"])
-
-
-@pytest.fixture
-def agent(fleet: FleetBroker, tmp_path: Path, operator_keys: Keys) -> Iterator[Agent]:
-    config = AgentConfig(
-        device_id=DEVICE_ID,
-        broker=fleet.settings(DEVICE_ID, client_id=DEVICE_ID, clean_start=False),
-        store_dir=tmp_path / "store",
-        trusted_keys_dir=operator_keys.folder,
-        profile=PROFILE,
-        engine_cache_dir=tmp_path / "engines",
-    )
-    with Agent(config) as running:
-        yield running
 
 
 @pytest.fixture

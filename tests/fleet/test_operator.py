@@ -12,7 +12,7 @@ from edge_sdk.fleet.operator import FleetOperator
 from edge_sdk.fleet.protocol import decode_desired
 from edge_sdk.mqtt import MqttClient
 from edge_sdk.mqtt.topics import DeviceTopics
-from tests.broker import BrokerFactory, FleetBroker, broker_factory_fixture, start_fleet_broker
+from tests.broker import BrokerFactory, FleetBroker, start_fleet_broker
 
 from .conftest import Keys
 from .sim_devices import SimDevice, signed_deployment
@@ -20,11 +20,6 @@ from .sim_devices import SimDevice, signed_deployment
 pytestmark = pytest.mark.broker
 
 DEVICES = ["cam-1", "cam-2", "cam-3"]
-
-
-@pytest.fixture
-def start_broker(tmp_path: Path) -> Iterator[BrokerFactory]:
-    yield from broker_factory_fixture(tmp_path / "brokers")
 
 
 @pytest.fixture

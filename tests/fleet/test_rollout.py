@@ -22,7 +22,7 @@ from edge_sdk.fleet.protocol import decode_desired
 from edge_sdk.fleet.rollout import RolloutRunner, create_rollout, roll_back_rollout
 from edge_sdk.fleet.rollout_store import Outcome, RolloutRecord, RolloutState, RolloutStore
 from edge_sdk.mqtt import MqttClient
-from tests.broker import BrokerFactory, FleetBroker, broker_factory_fixture, start_fleet_broker
+from tests.broker import BrokerFactory, FleetBroker, start_fleet_broker
 
 from .conftest import Keys
 from .sim_devices import SimDevice, signed_deployment, version_of
@@ -82,11 +82,6 @@ class Harness:
             device.stop()
         for client in self.clients:
             client.disconnect()
-
-
-@pytest.fixture
-def start_broker(tmp_path: Path) -> Iterator[BrokerFactory]:
-    yield from broker_factory_fixture(tmp_path / "brokers")
 
 
 @pytest.fixture

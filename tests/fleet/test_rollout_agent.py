@@ -25,7 +25,7 @@ from edge_sdk.fleet.signing import verify_manifest
 from edge_sdk.fleet.versions import VersionState
 from edge_sdk.mqtt import MqttClient
 from edge_sdk.profiles import default_profile_dir
-from tests.broker import BrokerFactory, FleetBroker, broker_factory_fixture, start_fleet_broker
+from tests.broker import BrokerFactory, FleetBroker, start_fleet_broker
 from tests.fleet.agent_fixtures import PROFILE, Deployment, make_deployment, make_rollback
 from tests.fleet.conftest import Keys
 
@@ -35,11 +35,6 @@ NAMES = ["cam-a", "cam-b", "cam-c"]
 DEVICES = [*NAMES, "cam-d", "cam-e"]
 WAIT_S = 30.0
 MakeAgent = Callable[..., Agent]
-
-
-@pytest.fixture
-def start_broker(tmp_path: Path) -> Iterator[BrokerFactory]:
-    yield from broker_factory_fixture(tmp_path / "brokers")
 
 
 @pytest.fixture
