@@ -9,33 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from edge_sdk.cli import main as cli_main
-from edge_sdk.cli.fleet_commands import fleet, parse_rate, parse_selector
+from edge_sdk.cli.fleet_commands import parse_rate, parse_selector
 from edge_sdk.errors import ConfigError
 from edge_sdk.fleet.signing import generate_signing_key, load_private_key
 from tests.broker import BrokerFactory, FleetBroker, broker_factory_fixture, start_fleet_broker
+from tests.cli.conftest import Run
 from tests.fleet.sim_devices import SimDevice, signed_deployment
 
-Run = Callable[..., tuple[int, str, str]]
 NAMES = ["cam-1", "cam-2", "cam-3"]
-
-
-@pytest.fixture
-def edge_sdk(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Run:
-    """Run `edge-sdk ARGS...` in-process; returns (exit code, stdout, stderr)."""
-    monkeypatch.setitem(cli_main.cli.commands, "fleet", fleet)
-
-    def run(*args: object) -> tuple[int, str, str]:
-        capsys.readouterr()
-        try:
-            cli_main.main([str(a) for a in args])
-            code = 0
-        except SystemExit as exc:
-            code = int(exc.code or 0)
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
 
 
 @pytest.fixture

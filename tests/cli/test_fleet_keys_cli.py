@@ -3,39 +3,15 @@
 from __future__ import annotations
 
 import stat
-from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-import pytest
-
-from edge_sdk.cli import main as cli_main
-from edge_sdk.cli.fleet_keys_commands import fleet
 from edge_sdk.fleet.manifest import DeviceIdentity
 from edge_sdk.fleet.signing import load_public_key, verify_manifest
 from edge_sdk.fleet.versions import VersionState
+from tests.cli.conftest import Run
 
-Run = Callable[..., tuple[int, str, str]]
 ARTIFACT_SHA = "0" * 64
-
-
-@pytest.fixture
-def edge_sdk(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Run:
-    """Run `edge-sdk ARGS...` in-process; returns (exit code, stdout, stderr)."""
-    # Registered here as well, so the test does not depend on main.py listing the group.
-    monkeypatch.setitem(cli_main.cli.commands, "fleet", fleet)
-
-    def run(*args: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        try:
-            cli_main.main([str(a) for a in args])
-            code = 0
-        except SystemExit as exc:
-            code = int(exc.code or 0)
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
 
 
 def write_manifest_yaml(path: Path, name: str = "detector.onnx", expires_in: timedelta = timedelta(days=1)) -> Path:
