@@ -193,3 +193,29 @@ def test_int8_build_when_preprocessing_is_folded_calibrates_on_raw_frames(
 def test_int8_build_when_no_calibration_is_given_asks_for_data(tmp_path: Path, cpu_profile: DeviceProfile) -> None:
     with pytest.raises(ConfigError, match="int8 needs calibration data"):
         prepare_engine(DIGITS, cpu_profile, "int8", EngineCache(tmp_path / "engines"), TEST_HOST)
+
+
+def test_int8_build_when_calibration_has_outliers_records_the_range_warning_in_the_manifest(
+    tmp_path: Path, cpu_profile: DeviceProfile, host_facts: HostFacts
+) -> None:
+    from .int8_models import SPIKED_TENSOR, labelled_samples, outlier_cnn, save_npz
+
+    # Given calibration data whose few spiked pixels stretch the input's range far past ordinary values
+    model = outlier_cnn(tmp_path / "outlier.onnx")
+    samples, labels = labelled_samples(model)
+    data = save_npz(tmp_path / "data.npz", samples, labels)
+    settings = Int8Settings(max_accuracy_drop=5.0, min_cosine=0.9, fallback="mixed", reduce_range=True)
+    calibration = Calibration(
+        open_calibration_data(data, ModelFile.load(model)), settings, TaskSpec(kind="classification")
+    )
+
+    # When it is built in int8
+    prepared = prepare_engine(
+        model, cpu_profile, "int8", EngineCache(tmp_path / "engines"), host_facts, calibration=calibration
+    )
+
+    # Then the manifest warns, before deployment, that this tensor would lose precision in int8
+    warnings = prepared.entry.manifest["facts"]["int8"]["range_warnings"]
+    assert any(w["tensor"] == SPIKED_TENSOR and w["kind"] == "precision" for w in warnings), (
+        f"the stretched input range must be reported, got {warnings}"
+    )
