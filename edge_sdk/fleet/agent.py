@@ -8,7 +8,9 @@
 Topics are `DeviceTopics(device_id)`. The agent subscribes (QoS 1) to `cmd`, `desired` and
 `artifacts/<version>/<name>`; it publishes retained presence on `state` (with a retained offline last
 will), answers every command on `resp` with the command's correlation data, and keeps a retained
-reported state on `reported`. Every message is handled on one worker thread in arrival order, so
+reported state on `reported`. Commands are not retained by design: one that arrives with the retain
+flag (the broker replays it at every subscription, so at every restart) is not run and not answered,
+only logged in one warning line. Every message is handled on one worker thread in arrival order, so
 paho's network thread never waits for an engine build, and a message that cannot be decoded or a
 handler that fails is answered or logged, never fatal.
 """
@@ -327,6 +329,15 @@ class Agent:
                     self._chunk_bytes -= len(work.message.payload)
 
     def _command(self, message: Message) -> None:
+        if message.retain:
+            # Commands are not retained by design: a retained one would run again at every restart.
+            log.warning(
+                "ignored a retained command on %s (%d bytes): commands are not retained; an operator clears it "
+                "by publishing an empty retained message there",
+                message.topic,
+                len(message.payload),
+            )
+            return
         try:
             command = decode_command(message.payload, max_bytes=self.config.max_command_bytes)
         except ProtocolError as exc:

@@ -2,7 +2,7 @@
 
 | message | topic | retained | written by |
 |---|---|---|---|
-| `Command` | `edge/<d>/cmd` (QoS 1, v5 ResponseTopic + CorrelationData = id) | no | operators |
+| `Command` | `edge/<d>/cmd` (QoS 1, v5 ResponseTopic + CorrelationData = id) | never (ignored) | operators |
 | `Response` | `edge/<d>/resp` (QoS 1, same CorrelationData) | no | device |
 | `Presence` | `edge/<d>/state` (last will `{"device": d, "online": false}`) | yes | device |
 | `DesiredState` | `edge/<d>/desired` | yes | operators |

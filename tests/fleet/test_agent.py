@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 import threading
@@ -162,6 +163,30 @@ def test_agent_when_commands_are_malformed_unknown_or_oversized_then_answered_an
     bad_args = operator.request("deploy", manifest=42)
     assert bad_args.error is not None and bad_args.error.reason == "bad_request"
     assert operator.request("ping").ok, "the agent still answers after bad input"
+
+
+def test_agent_when_a_command_is_retained_on_cmd_then_no_start_runs_or_answers_it_and_live_commands_work(
+    config: AgentConfig, operator: Operator, caplog: pytest.LogCaptureFixture
+) -> None:
+    # given a retained command with a side effect on the device's cmd topic, before the agent ever started
+    retained = new_command("set_profile", {"profile": "arm-cpu"})
+    operator.client.publish(
+        TOPICS.cmd, encode_message(retained), qos=1, retain=True, response_topic=TOPICS.resp, correlation_data=b"r"
+    )
+
+    for start in ("first start", "restart"):
+        caplog.clear()
+        # when the agent starts (the broker hands it the retained command on subscribing), then restarts
+        with caplog.at_level(logging.WARNING, logger="edge_sdk.fleet.agent"), Agent(config) as agent:
+            assert agent.client.wait_for_state(ConnectionState.CONNECTED, WAIT_S), f"the agent connects ({start})"
+            # then a live command sent after it is still run and answered (and, being handled in arrival
+            # order, proves the retained one was handled before it)
+            assert operator.request("ping", echo=start).ok, f"a live command is answered ({start})"
+            assert agent.profile.name == PROFILE, f"the retained set_profile did not run ({start})"
+            assert agent.state.profile is None, f"nothing was recorded for the retained command ({start})"
+        ignored = [r for r in caplog.records if "ignored a retained command" in r.getMessage()]
+        assert len(ignored) == 1, f"one warning line per delivery of the retained command ({start}), got {ignored}"
+    assert not [m for m in operator.responses.messages if m.correlation_data == b"r"], "it was never answered"
 
 
 def test_agent_when_start_stop_and_set_profile_then_presence_follows(agent: Agent, operator: Operator) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,26 @@ def test_agent_settings_when_built_then_offline_will_is_retained_on_the_state_to
 def test_agent_command_when_too_large_for_the_config_then_refused_as_oversized(agent: Agent) -> None:
     response = answer(agent, encode_message(new_command("ping", {"pad": "x" * 5000})))
     assert response.error is not None and response.error.detail == "oversized"
+
+
+def test_agent_command_when_it_arrives_retained_then_not_run_and_not_answered(
+    agent: Agent, caplog: pytest.LogCaptureFixture
+) -> None:
+    # given a command that arrives with the retain flag (the broker replays it at every subscription)
+    client: RecordingClient = agent.client  # type: ignore[assignment]
+    payload = encode_message(new_command("set_profile", {"profile": "arm-cpu"}))
+    message = Message(topic=agent.topics.cmd, payload=payload, qos=1, retain=True, correlation_data=b"c")
+
+    # when the agent handles it
+    with caplog.at_level(logging.WARNING, logger="edge_sdk.fleet.agent"):
+        agent._command(message)
+
+    # then it did nothing but log one warning line; the same command, not retained, runs
+    assert client.published == [], "a retained command is not answered"
+    assert agent.profile.name == PROFILE and agent.state.profile is None, "a retained command is not run"
+    assert [r.levelno for r in caplog.records] == [logging.WARNING], "one warning line"
+    assert "retained" in caplog.records[0].getMessage()
+    assert answer(agent, payload).ok and agent.profile.name == "arm-cpu"
 
 
 @settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
