@@ -28,7 +28,25 @@ class EngineCacheError(EdgeSDKError):
 
 
 class SourceError(EdgeSDKError):
-    """A frame source cannot be opened or read."""
+    """A frame source cannot be opened or read.
+
+    `retryable` says whether opening it again can help: True for causes that can go away (a camera
+    unreachable, a stream that stalled, a device not plugged in yet), False for PermanentSourceError.
+    """
+
+    retryable: bool = True
+
+
+class PermanentSourceError(SourceError):
+    """A source failed for a cause no retry can fix (a missing file, an empty folder, a format
+    OpenCV cannot read, a frame that cannot be decoded under `on_error: stop`), or its own reconnect
+    policy already gave up: whoever runs it must not open it again."""
+
+    retryable = False
+
+
+class SourceConfigError(PermanentSourceError, ConfigError):
+    """A source URI or its parameters are malformed: a config error, and a permanent source error."""
 
 
 class SinkError(EdgeSDKError):

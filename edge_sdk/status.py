@@ -18,6 +18,7 @@ class StatusKind(str, Enum):
     SOURCE_ENDED = "source_ended"
     SOURCE_FAILED = "source_failed"
     FRAMES_DROPPED = "frames_dropped"
+    FRAMES_SKIPPED = "frames_skipped"
     STAGE_STARTED = "stage_started"
     STAGE_RESTARTED = "stage_restarted"
     STAGE_FAILED = "stage_failed"
