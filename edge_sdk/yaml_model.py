@@ -1,4 +1,9 @@
-"""Load a YAML file into a pydantic model, with errors that name the file, the line and the key."""
+"""Load a YAML file into a pydantic model, with errors that name the file, the line and the key.
+
+Every YAML file the SDK reads goes through `read_yaml_text` and `parse_yaml`, which bound what a
+hand-written or hostile file can cost: its size, its nesting, what its aliases expand to and the
+length of its numbers.
+"""
 
 from __future__ import annotations
 
@@ -14,34 +19,151 @@ from edge_sdk.errors import ConfigError
 ModelT = TypeVar("ModelT", bound=BaseModel)
 KeyPath = tuple[str | int, ...]
 
+# Pipelines, profiles and agent configs are a few KiB; 1 MiB leaves room for long device lists.
+MAX_YAML_BYTES = 1024 * 1024
+# Values in a document as its aliases expand them (what pydantic and the error lookup walk): ample
+# for any config, and far below what a billion-laughs file asks for.
+MAX_YAML_NODES = 100_000
+# Collections inside collections, aliases expanded; keeps every walk of the tree far from Python's
+# recursion limit.
+MAX_YAML_DEPTH = 64
+# Characters in one int or float scalar (a 64-bit integer has 20 digits).
+MAX_NUMBER_CHARS = 100
+
+_NUMBER_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+
 
 def load_yaml_model(path: Path, model: type[ModelT], context: dict[str, Any] | None = None) -> ModelT:
     """Parse `path` and validate it as `model`; any problem becomes one `ConfigError` line."""
+    return parse_yaml_model(read_yaml_text(path), model, source=str(path), context=context)
+
+
+def read_yaml_text(path: Path) -> str:
+    """The text of `path`: at most `MAX_YAML_BYTES` of UTF-8, else one `ConfigError` line."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as file:
+            raw = file.read(MAX_YAML_BYTES + 1)
     except FileNotFoundError:
         raise ConfigError(f"{path}: file not found") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
-    return parse_yaml_model(text, model, source=str(path), context=context)
+    if len(raw) > MAX_YAML_BYTES:
+        size = path.stat().st_size if path.is_file() else 0
+        got = f"{size} bytes" if size > MAX_YAML_BYTES else f"more than {MAX_YAML_BYTES} bytes"
+        raise ConfigError(f"{path}: file too large: expected at most {MAX_YAML_BYTES} bytes (1 MiB), got {got}")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(
+            f"{path}:{line}: expected UTF-8 text, got byte 0x{raw[exc.start]:02x} at offset {exc.start} "
+            "(a binary file?)"
+        ) from None
+
+
+def parse_yaml(text: str, source: str = "<string>") -> tuple[Any, yaml.Node | None]:
+    """The data of a one-document YAML text and its node tree (for key lines), within the limits above."""
+    if len(text) > MAX_YAML_BYTES:
+        raise ConfigError(f"{source}: too large: expected at most {MAX_YAML_BYTES} characters, got {len(text)}")
+    loader: _BoundedLoader | None = None
+    try:
+        loader = _BoundedLoader(text)  # checks the characters first
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+    except _LimitError as exc:
+        raise ConfigError(f"{source}:{exc.mark.line + 1}: {exc.message}") from None
+    except yaml.reader.ReaderError as exc:
+        line = text.count("\n", 0, exc.position) + 1
+        raise ConfigError(
+            f"{source}:{line}: expected YAML text, got the control character #x{exc.character:04x} (a binary file?)"
+        ) from None
+    except yaml.MarkedYAMLError as exc:
+        raise ConfigError(_describe_yaml_error(exc, source)) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source}: malformed YAML: {exc}") from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+    return data, node
 
 
 def parse_yaml_model(
     text: str, model: type[ModelT], source: str = "<string>", context: dict[str, Any] | None = None
 ) -> ModelT:
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as exc:
-        raise ConfigError(_describe_yaml_error(exc, source)) from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{source}: malformed YAML: {exc}") from None
+    """Parse `text` (named `source` in errors) and validate it as `model`."""
+    data, node = parse_yaml(text, source)
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a mapping of keys at the top level, got {type(data).__name__}")
     try:
         return model.model_validate(data, context=context)
     except ValidationError as exc:
         raise ConfigError(_describe_first_error(exc, source, _key_lines(node))) from None
+
+
+class _LimitError(Exception):
+    def __init__(self, message: str, mark: yaml.Mark):
+        super().__init__(message)
+        self.message = message
+        self.mark = mark
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """SafeLoader whose composer counts the nodes and depth that aliases expand to, before any data is built.
+
+    Aliases share nodes, so composing stays small; the size and height of every finished node are
+    kept, an alias adds those of its anchor, and the document is refused as soon as it would
+    expand past a limit.
+    """
+
+    def __init__(self, text: str):
+        super().__init__(text)
+        self._shape: dict[int, tuple[int, int]] = {}  # id(node) -> (nodes expanded, height)
+        self._nodes = 0
+        self._depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            node = super().compose_node(parent, index)
+            shape = self._shape.get(id(node))
+            if shape is None:
+                raise _LimitError(f"alias '*{event.anchor}' refers to a node that contains it", event.start_mark)
+            self._count(shape[0], self._depth + shape[1], event.start_mark, f"alias '*{event.anchor}'")
+            return node
+        self._depth += 1
+        self._count(1, self._depth, event.start_mark, "")
+        node = super().compose_node(parent, index)
+        self._depth -= 1
+        if isinstance(node, yaml.ScalarNode):
+            if node.tag in _NUMBER_TAGS and len(node.value) > MAX_NUMBER_CHARS:
+                raise _LimitError(
+                    f"expected a number of at most {MAX_NUMBER_CHARS} characters, got {len(node.value)}",
+                    node.start_mark,
+                )
+            children: list[yaml.Node] = []
+        elif isinstance(node, yaml.MappingNode):
+            children = [part for pair in node.value for part in pair]
+        else:
+            children = node.value
+        shapes = [self._shape[id(child)] for child in children]
+        self._shape[id(node)] = (1 + sum(s[0] for s in shapes), 1 + max((s[1] for s in shapes), default=0))
+        return node
+
+    def _count(self, nodes: int, depth: int, mark: yaml.Mark, alias: str) -> None:
+        """Add `nodes` values reaching `depth` (from `alias`, if one); refuse the document past a limit."""
+        self._nodes += nodes
+        by_alias = f" ({alias} expands to {nodes})" if alias else ""
+        if self._nodes > MAX_YAML_NODES:
+            raise _LimitError(f"expected at most {MAX_YAML_NODES} values, aliases expanded, got more{by_alias}", mark)
+        if depth > MAX_YAML_DEPTH:
+            raise _LimitError(f"expected collections nested at most {MAX_YAML_DEPTH} deep, got {depth}{by_alias}", mark)
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep)
+        except (ValueError, OverflowError) as exc:  # e.g. a date like 2024-13-45
+            value = f" {node.value[:40]!r}" if isinstance(node, yaml.ScalarNode) else ""
+            raise _LimitError(f"cannot read value{value}: {exc}", node.start_mark) from None
 
 
 def _describe_yaml_error(exc: yaml.MarkedYAMLError, source: str) -> str:
@@ -52,6 +174,9 @@ def _describe_yaml_error(exc: yaml.MarkedYAMLError, source: str) -> str:
     if exc.context_mark is not None and exc.context and ("flow" in exc.context or "quoted" in exc.context):
         context_line = exc.context_mark.line + 1
         return f"{source}:{context_line}: malformed YAML: {exc.problem} ({exc.context} from line {context_line})"
+    if exc.problem == "second occurrence" and exc.context and exc.context_mark is not None:  # a duplicate anchor
+        first = exc.context.split(";")[0]
+        return f"{source}:{problem_line}: malformed YAML: {first} (first on line {exc.context_mark.line + 1})"
     return f"{source}:{problem_line or '?'}: malformed YAML: {exc.problem}"
 
 
@@ -97,18 +222,21 @@ def _document_path(loc: tuple[Any, ...], lines: dict[KeyPath, int]) -> KeyPath:
     return path
 
 
-def _key_lines(node: yaml.Node | None, path: KeyPath = ()) -> dict[KeyPath, int]:
+def _key_lines(node: yaml.Node | None) -> dict[KeyPath, int]:
     """Map each key path in the document to its 1-based line number."""
     lines: dict[KeyPath, int] = {}
-    if node is None:
-        return lines
+    if node is not None:
+        _add_key_lines(node, (), lines)
+    return lines
+
+
+def _add_key_lines(node: yaml.Node, path: KeyPath, lines: dict[KeyPath, int]) -> None:
     lines[path] = node.start_mark.line + 1
     if isinstance(node, yaml.MappingNode):
         for key_node, value_node in node.value:
             key_path = path + (str(key_node.value),)
-            lines.update(_key_lines(value_node, key_path))
+            _add_key_lines(value_node, key_path, lines)
             lines[key_path] = key_node.start_mark.line + 1
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
-            lines.update(_key_lines(item, path + (index,)))
-    return lines
+            _add_key_lines(item, path + (index,), lines)
