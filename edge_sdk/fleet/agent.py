@@ -56,6 +56,7 @@ from .pipelines import DEFAULT_START_TIMEOUT_S, PipelineStartError, PipelineSupe
 from .protocol import (
     BAD_REQUEST,
     INTERNAL,
+    MAX_RESPONSE_BYTES,
     UNKNOWN_COMMAND,
     DesiredState,
     LastDeploy,
@@ -68,6 +69,7 @@ from .protocol import (
     encode_message,
     error_response,
     offline_presence,
+    oversized_response,
     utc_now,
 )
 from .results import ResultForwarder
@@ -369,10 +371,16 @@ class Agent:
         correlation = message.correlation_data
         if correlation is None and response.id != "unknown":
             correlation = response.id.encode()
-        try:
-            self.client.publish(
-                self.topics.resp, encode_message(response), qos=1, wait=False, correlation_data=correlation
+        payload = encode_message(response)
+        if len(payload) > MAX_RESPONSE_BYTES:  # the operator could not read it: say so within the limit
+            log.warning(
+                "command %s: a response of %d bytes is over the limit; answered with an error",
+                response.id,
+                len(payload),
             )
+            payload = encode_message(oversized_response(response, len(payload)))
+        try:
+            self.client.publish(self.topics.resp, payload, qos=1, wait=False, correlation_data=correlation)
         except MqttError as exc:
             log.warning("could not answer command %s: %s", response.id, exc)
 

@@ -7,6 +7,7 @@ else a handler raises is answered as `internal` by the agent, which keeps runnin
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -15,12 +16,15 @@ from edge_sdk.errors import ConfigError, FleetError
 
 from .manifest import IDENTIFIER_PATTERN
 from .pipelines import PipelineStartError
-from .protocol import BAD_REQUEST, PIPELINE_FAILED, utc_now
+from .protocol import BAD_REQUEST, PIPELINE_FAILED, ProtocolTooLargeError, utc_now
 
 if TYPE_CHECKING:
     from .agent import Agent
 
 _NAME = re.compile(IDENTIFIER_PATTERN)
+
+MAX_ECHO_BYTES = 4096
+"""Largest `ping` echo (as compact JSON): a liveness check carries a token, not a payload."""
 
 
 class CommandError(FleetError):
@@ -53,8 +57,16 @@ def _name_arg(args: dict[str, Any], key: str) -> str:
 
 
 def ping(agent: Agent, args: dict[str, Any]) -> dict[str, Any]:
-    """Liveness: answers with the time and whatever `args.echo` held."""
-    return {"pong": True, "at": utc_now().isoformat(), "echo": args.get("echo")}
+    """Liveness: answers with the time and whatever `args.echo` held (at most MAX_ECHO_BYTES of JSON)."""
+    echo = args.get("echo")
+    size = len(json.dumps(echo, separators=(",", ":")))  # ASCII: no smaller than the echo in the response
+    if size > MAX_ECHO_BYTES:
+        raise CommandError(
+            BAD_REQUEST,
+            f"expected args.echo of at most {MAX_ECHO_BYTES} bytes as JSON, got {size}",
+            detail=ProtocolTooLargeError.reason,
+        )
+    return {"pong": True, "at": utc_now().isoformat(), "echo": echo}
 
 
 def report(agent: Agent, args: dict[str, Any]) -> dict[str, Any]:

@@ -163,8 +163,25 @@ M = TypeVar("M", bound=BaseModel)
 
 
 def encode_message(message: BaseModel) -> bytes:
-    """Compact UTF-8 JSON of a protocol model (None fields written out, so readers see every key)."""
-    return json.dumps(message.model_dump(mode="json"), separators=(",", ":"), ensure_ascii=False).encode()
+    """Compact UTF-8 JSON of a protocol model (None fields written out, so readers see every key).
+
+    Text that UTF-8 cannot hold (a lone surrogate a sender wrote as `\\ud800`) is written as JSON escapes."""
+    data = message.model_dump(mode="json")
+    try:
+        return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return json.dumps(data, separators=(",", ":")).encode()
+
+
+def oversized_response(response: Response, size: int, max_bytes: int = MAX_RESPONSE_BYTES) -> Response:
+    """What answers a command whose `response` encodes to `size` bytes, over `max_bytes` (what
+    `decode_response` accepts): the same id and name, failed with reason `internal`, detail `oversized`."""
+    error = ErrorInfo(
+        reason=INTERNAL,
+        message=f"expected a response of at most {max_bytes} bytes, got {size}; its result was dropped",
+        detail=ProtocolTooLargeError.reason,
+    )
+    return response.model_copy(update={"ok": False, "result": None, "error": error})
 
 
 def decode_message(payload: bytes, model: type[M], max_bytes: int) -> M:

@@ -19,6 +19,7 @@ from edge_sdk.fleet.agent import Agent
 from edge_sdk.fleet.agent_config import AgentConfig
 from edge_sdk.fleet.protocol import (
     MAX_COMMAND_BYTES,
+    MAX_RESPONSE_BYTES,
     Command,
     DesiredState,
     Presence,
@@ -163,6 +164,18 @@ def test_agent_when_commands_are_malformed_unknown_or_oversized_then_answered_an
     bad_args = operator.request("deploy", manifest=42)
     assert bad_args.error is not None and bad_args.error.reason == "bad_request"
     assert operator.request("ping").ok, "the agent still answers after bad input"
+
+
+def test_agent_when_ping_echo_is_huge_then_a_short_refusal_reaches_the_operator(
+    agent: Agent, operator: Operator
+) -> None:
+    # given an online agent; when a ping carries an echo larger than a response may be
+    operator.presence(lambda p: p.online, "online presence")
+    refused = operator.request("ping", echo="x" * (MAX_RESPONSE_BYTES + 1))
+
+    # then the operator gets an answer it can decode (decode_response holds it to the limit): a refusal
+    assert not refused.ok and refused.error is not None and refused.error.detail == "oversized"
+    assert operator.request("ping", echo="small").ok
 
 
 def test_agent_when_a_command_is_retained_on_cmd_then_no_start_runs_or_answers_it_and_live_commands_work(

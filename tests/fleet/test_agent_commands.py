@@ -14,7 +14,15 @@ from hypothesis import strategies as st
 
 from edge_sdk.fleet.agent import Agent
 from edge_sdk.fleet.agent_config import AgentConfig
-from edge_sdk.fleet.protocol import COMMAND_NAMES, Response, decode_response, encode_message, new_command
+from edge_sdk.fleet.commands import COMMANDS, MAX_ECHO_BYTES
+from edge_sdk.fleet.protocol import (
+    COMMAND_NAMES,
+    MAX_RESPONSE_BYTES,
+    Response,
+    decode_response,
+    encode_message,
+    new_command,
+)
 from edge_sdk.mqtt import Message, MqttSettings
 from tests.fleet.agent_fixtures import DEVICE_ID, PROFILE
 from tests.fleet.conftest import Keys
@@ -86,6 +94,76 @@ def test_agent_command_when_it_arrives_retained_then_not_run_and_not_answered(
     assert [r.levelno for r in caplog.records] == [logging.WARNING], "one warning line"
     assert "retained" in caplog.records[0].getMessage()
     assert answer(agent, payload).ok and agent.profile.name == "arm-cpu"
+
+
+@pytest.fixture
+def roomy_agent(tmp_path: Path, operator_keys: Keys) -> Iterator[Agent]:
+    """An agent with the default command limit, which is larger than the response limit."""
+    config = AgentConfig(
+        device_id=DEVICE_ID,
+        broker=MqttSettings(client_id=DEVICE_ID, clean_start=False),
+        store_dir=tmp_path / "roomy-store",
+        trusted_keys_dir=operator_keys.folder,
+        profile=PROFILE,
+    )
+    assert config.max_command_bytes > MAX_RESPONSE_BYTES, "a command can carry more than a response may"
+    agent = Agent(config, client=RecordingClient)  # type: ignore[arg-type]
+    yield agent
+    agent.deployer.close()
+
+
+def answer_bytes(agent: Agent, payload: bytes) -> bytes:
+    client: RecordingClient = agent.client  # type: ignore[assignment]
+    before = len(client.published)
+    agent._command(Message(topic=agent.topics.cmd, payload=payload, qos=1, retain=False, correlation_data=b"c"))
+    answers = [p[1] for p in client.published[before:] if p[0] == agent.topics.resp]
+    assert len(answers) == 1, f"expected exactly one answer, got {len(answers)}"
+    return answers[0]
+
+
+def test_ping_when_echo_is_over_its_limit_then_refused_in_an_answer_within_the_response_limit(
+    roomy_agent: Agent,
+) -> None:
+    # given a ping whose echo is larger than any response may be (but fits in a command)
+    huge = encode_message(new_command("ping", {"echo": "x" * (MAX_RESPONSE_BYTES + 1)}))
+
+    # when the agent answers it
+    payload = answer_bytes(roomy_agent, huge)
+
+    # then the answer is a short refusal, not a giant echo, and an echo within the limit is still echoed
+    assert len(payload) <= MAX_RESPONSE_BYTES, f"the answer is within the response limit, got {len(payload)} bytes"
+    response = decode_response(payload)
+    assert not response.ok and response.error is not None
+    assert (response.error.reason, response.error.detail) == ("bad_request", "oversized")
+    assert str(MAX_ECHO_BYTES) in response.error.message, response.error.message
+    echo = "y" * (MAX_ECHO_BYTES - 2)  # the JSON string with its quotes is exactly the limit
+    fitting = decode_response(answer_bytes(roomy_agent, encode_message(new_command("ping", {"echo": echo}))))
+    assert fitting.ok and fitting.result is not None and fitting.result["echo"] == echo
+
+
+def test_agent_response_when_a_result_is_over_the_response_limit_then_an_oversized_error_within_it(
+    roomy_agent: Agent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given a command whose handler returns more than a response may carry
+    monkeypatch.setitem(COMMANDS, "report", lambda agent, args: {"blob": "z" * MAX_RESPONSE_BYTES})
+
+    # when the agent answers it
+    payload = answer_bytes(roomy_agent, encode_message(new_command("report")))
+
+    # then the operator gets an answer it can read: the same command, failed as oversized
+    assert len(payload) <= MAX_RESPONSE_BYTES, f"the answer is within the response limit, got {len(payload)} bytes"
+    response = decode_response(payload)
+    assert (response.name, response.ok, response.result) == ("report", False, None)
+    assert response.error is not None and (response.error.reason, response.error.detail) == ("internal", "oversized")
+
+
+def test_ping_when_echo_holds_a_lone_surrogate_then_answered_with_it(agent: Agent) -> None:
+    # given a ping whose echo is a lone surrogate (valid JSON, not valid UTF-8 once decoded)
+    payload = b'{"id":"s","name":"ping","args":{"echo":"\\ud800"}}'
+
+    # when / then it is answered (JSON escapes), with the echo intact
+    response = answer(agent, payload)
+    assert response.ok and response.result is not None and response.result["echo"] == "\ud800"
 
 
 @settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
