@@ -2,7 +2,8 @@
 
 They join the `fleet` group of `fleet_keys_commands` (keygen, sign); `main.py` registers that group
 from here so all of them are there. Every command that talks to devices takes `--broker FILE.yaml`
-(MqttSettings: host, port, tls with the operator's certificate; or $EDGE_SDK_FLEET_BROKER).
+(MqttSettings: host, port, tls with the operator's certificate; relative paths start from the file's
+folder, as in agent.yaml; or $EDGE_SDK_FLEET_BROKER).
 Rollouts live in the SQLite file given with `--state` (default ./rollouts.db), so a rollout
 started by `deploy` can be watched with `status`, continued with `resume` after the operator
 stopped, and undone with `rollback`. With `--key OPERATOR.key` (the key devices trust) a failing
@@ -23,12 +24,12 @@ from typing import Any
 import click
 
 from edge_sdk.errors import ConfigError
+from edge_sdk.fleet.broker_file import load_broker_file
 from edge_sdk.fleet.manifest import TargetSelector
 from edge_sdk.fleet.operator import DeviceRecord, FleetOperator
 from edge_sdk.fleet.rollout import RolloutRunner, create_rollout, roll_back_rollout
 from edge_sdk.fleet.rollout_store import Outcome, RolloutRecord, RolloutState, RolloutStore
-from edge_sdk.mqtt import MqttClient, MqttSettings
-from edge_sdk.yaml_model import load_yaml_model
+from edge_sdk.mqtt import MqttClient
 
 from .fleet_keys_commands import fleet
 
@@ -69,9 +70,9 @@ def state_option(command: Callable[..., Any]) -> Callable[..., Any]:
 
 @contextmanager
 def connected_operator(broker_file: Path, settle_s: float = 1.0) -> Iterator[FleetOperator]:
-    """An operator connected with the settings in `broker_file`, its registry filled from retained state."""
-    settings = load_yaml_model(broker_file, MqttSettings)
-    client = MqttClient(settings)
+    """An operator connected with the settings in `broker_file` (relative paths start from its folder), its registry
+    filled from retained state."""
+    client = MqttClient(load_broker_file(broker_file))
     client.connect()
     try:
         operator = FleetOperator(client).start()

@@ -1,7 +1,8 @@
 """Fleet control: signed deployments, the device agent, and the operator's staged rollouts.
 
 Operator side: `FleetOperator` (registry, commands, desired state), `create_rollout` + `RolloutRunner`
-(staged rollout with abort threshold and per-device rollback), `RolloutStore` (SQLite). Device side:
+(staged rollout with abort threshold and per-device rollback), `RolloutStore` (SQLite), `load_broker_file`
+(broker settings whose relative paths start from the file's folder). Device side:
 `Agent` with its `AgentConfig` (imported on first use: it brings in the engines and pipelines).
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .artifacts import ArtifactStore
+from .broker_file import load_broker_file, resolve_broker_paths
 from .chunks import (
     Chunk,
     ChunkAssembler,
@@ -110,9 +112,11 @@ __all__ = [
     "iter_chunks",
     "key_id",
     "load_agent_config",
+    "load_broker_file",
     "load_private_key",
     "load_public_key",
     "load_trusted_keys",
+    "resolve_broker_paths",
     "roll_back_device",
     "roll_back_rollout",
     "run_agent",

@@ -12,9 +12,10 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field
 
 from edge_sdk.errors import ConfigError
-from edge_sdk.mqtt import MqttSettings, SpoolSettings, TlsSettings
+from edge_sdk.mqtt import MqttSettings
 from edge_sdk.yaml_model import load_yaml_model
 
+from .broker_file import resolve_broker_paths
 from .manifest import IDENTIFIER_PATTERN
 from .protocol import MAX_COMMAND_BYTES
 
@@ -54,7 +55,7 @@ class AgentConfig(BaseModel):
     )
 
     def resolved(self, base: Path) -> AgentConfig:
-        """A copy whose relative paths are made absolute against `base` (the config file's folder)."""
+        """A copy whose relative paths, the broker's too, are made absolute against `base` (the config file's folder)."""
 
         def fix(path: Path | None) -> Path | None:
             return None if path is None or path.is_absolute() else (base / path).resolve()
@@ -64,22 +65,7 @@ class AgentConfig(BaseModel):
             fixed = fix(getattr(self, name))
             if fixed is not None:
                 update[name] = fixed
-        broker_update: dict[str, object] = {}
-        tls = self.broker.tls
-        if tls is not None:
-            tls_update = {
-                name: fix(getattr(tls, name))
-                for name in ("ca_file", "cert_file", "key_file")
-                if fix(getattr(tls, name)) is not None
-            }
-            broker_update["tls"] = TlsSettings.model_validate({**tls.model_dump(), **tls_update})
-        spool = self.broker.spool
-        if spool is not None and not spool.path.is_absolute():
-            broker_update["spool"] = SpoolSettings.model_validate({**spool.model_dump(), "path": fix(spool.path)})
-        if self.broker.password_file is not None and not self.broker.password_file.is_absolute():
-            broker_update["password_file"] = fix(self.broker.password_file)
-        if broker_update:
-            update["broker"] = MqttSettings.model_validate({**self.broker.model_dump(), **broker_update})
+        update["broker"] = resolve_broker_paths(self.broker, base)
         return self.model_copy(update=update)
 
 

@@ -4,6 +4,7 @@ on the shipped fleet broker (TLS client certificates, ACL)."""
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -104,6 +105,43 @@ def test_fleet_exec_when_device_answers_then_prints_the_response(
     assert code == 0, err
     response = json.loads(out)
     assert response["ok"] is True and response["result"] == {"pong": True} and response["device"] == "cam-1"
+
+
+def test_fleet_exec_when_the_broker_file_has_relative_certificate_paths_then_they_start_from_its_folder(
+    edge_sdk: Run,
+    fleet_broker: FleetBroker,
+    devices: Callable[..., SimDevice],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # given an operator.yaml in a sub-folder whose certificate paths are relative to that folder
+    settings = fleet_broker.settings("operator")
+    assert settings.tls is not None and settings.tls.cert_file and settings.tls.key_file and settings.tls.ca_file
+    conf = tmp_path / "ops" / "conf"
+    (conf / "pki").mkdir(parents=True)
+    tls = settings.tls
+    for source, name in ((tls.ca_file, "ca.pem"), (tls.cert_file, "operator.pem"), (tls.key_file, "operator.key")):
+        shutil.copyfile(source, conf / "pki" / name)
+    (conf / "operator.yaml").write_text(
+        f"""\
+host: {settings.host}
+port: {settings.port}
+connect_timeout_s: 5
+tls: {{ca_file: pki/ca.pem, cert_file: pki/operator.pem, key_file: pki/operator.key}}
+""",
+        encoding="utf-8",
+    )
+    devices("cam-1")
+
+    # when the operator runs a command from another working directory
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    code, out, err = edge_sdk("fleet", "exec", "cam-1", "ping", "--broker", "../ops/conf/operator.yaml")
+
+    # then the certificates were found beside the file and the device answered
+    assert code == 0, err
+    assert json.loads(out)["ok"] is True
 
 
 def test_fleet_exec_when_device_is_silent_then_one_line_error_and_exit_2(
