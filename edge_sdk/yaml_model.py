@@ -71,7 +71,7 @@ def parse_yaml(text: str, source: str = "<string>") -> tuple[Any, yaml.Node | No
         node = loader.get_single_node()
         data = loader.construct_document(node) if node is not None else None
     except _LimitError as exc:
-        raise ConfigError(f"{source}:{exc.mark.line + 1}: {exc.message}") from None
+        raise ConfigError(f"{source}:{exc.line}: {exc.message}") from None
     except yaml.reader.ReaderError as exc:
         line = text.count("\n", 0, exc.position) + 1
         raise ConfigError(
@@ -101,10 +101,12 @@ def parse_yaml_model(
 
 
 class _LimitError(Exception):
-    def __init__(self, message: str, mark: yaml.Mark):
+    """A document past one of the limits, at `mark` (a PyYAML mark, pure or libyaml)."""
+
+    def __init__(self, message: str, mark: Any):
         super().__init__(message)
         self.message = message
-        self.mark = mark
+        self.line: int | str = mark.line + 1 if mark is not None else "?"
 
 
 class _BoundedLoader(yaml.SafeLoader):
@@ -121,7 +123,7 @@ class _BoundedLoader(yaml.SafeLoader):
         self._nodes = 0
         self._depth = 0
 
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
         event = self.peek_event()
         if isinstance(event, yaml.AliasEvent):
             node = super().compose_node(parent, index)
@@ -134,6 +136,8 @@ class _BoundedLoader(yaml.SafeLoader):
         self._count(1, self._depth, event.start_mark, "")
         node = super().compose_node(parent, index)
         self._depth -= 1
+        if node is None:
+            return None
         if isinstance(node, yaml.ScalarNode):
             if node.tag in _NUMBER_TAGS and len(node.value) > MAX_NUMBER_CHARS:
                 raise _LimitError(
@@ -149,7 +153,7 @@ class _BoundedLoader(yaml.SafeLoader):
         self._shape[id(node)] = (1 + sum(s[0] for s in shapes), 1 + max((s[1] for s in shapes), default=0))
         return node
 
-    def _count(self, nodes: int, depth: int, mark: yaml.Mark, alias: str) -> None:
+    def _count(self, nodes: int, depth: int, mark: Any, alias: str) -> None:
         """Add `nodes` values reaching `depth` (from `alias`, if one); refuse the document past a limit."""
         self._nodes += nodes
         by_alias = f" ({alias} expands to {nodes})" if alias else ""
