@@ -17,7 +17,9 @@ class Source(ABC):
 
     read() returns None when the source has ended for good (a file, a finite synthetic camera) and
     raises SourceError when it broke (a live stream stalled, a camera went away): a
-    ReconnectingSource reopens on the second and stops on the first.
+    ReconnectingSource reopens on the second and stops on the first. open() and the constructor
+    raise SourceError too; its `retryable` says whether opening again can help (a
+    PermanentSourceError, e.g. a missing file, is never retried).
     """
 
     name: str
@@ -36,6 +38,12 @@ class Source(ABC):
 
     @abstractmethod
     def close(self) -> None: ...
+
+    @property
+    def frames_skipped(self) -> int:
+        """Frames this source could not decode and passed over (`source.on_error: skip`); see
+        skipped_frames.py. Sources that cannot skip a frame report 0."""
+        return 0
 
     def _stamp(self, image: np.ndarray) -> Frame:
         """The next frame of this source: `image` with its index, wall-clock time and size."""

@@ -20,6 +20,10 @@ class FrameLimit(Source):
         self.inner.open()
         self.fps = self.inner.fps
 
+    @property
+    def frames_skipped(self) -> int:
+        return self.inner.frames_skipped
+
     def read(self) -> Frame | None:
         frame = self.inner.read()
         if frame is None or frame.meta.index >= self.limit:

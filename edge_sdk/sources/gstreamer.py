@@ -10,7 +10,7 @@ from fractions import Fraction
 from types import ModuleType
 from typing import Any
 
-from edge_sdk.errors import ConfigError, SourceError
+from edge_sdk.errors import PermanentSourceError, SourceConfigError
 
 from .capture import LiveCaptureSource
 from .opencv import has_gstreamer, import_cv2
@@ -22,7 +22,7 @@ APPSINK = "appsink drop=true max-buffers=1 sync=false"
 def require_gstreamer(what: str) -> None:
     cv2 = import_cv2()
     if not has_gstreamer(cv2):
-        raise SourceError(
+        raise PermanentSourceError(
             f"{what} needs OpenCV with GStreamer, and the OpenCV here ({cv2.__version__}) lacks it "
             "(the PyPI opencv-python wheels are built without it; on Jetson use the OpenCV JetPack ships, "
             "elsewhere build OpenCV with -DWITH_GSTREAMER=ON)"
@@ -34,11 +34,11 @@ def nvargus_pipeline(
 ) -> str:
     """The GStreamer pipeline for a Jetson CSI camera: NVMM capture, hardware convert, BGR appsink."""
     if sensor_id < 0:
-        raise ConfigError(f"csi source: expected a sensor id >= 0, got {sensor_id}")
+        raise SourceConfigError(f"csi source: expected a sensor id >= 0, got {sensor_id}")
     if width < 1 or height < 1 or fps <= 0:
-        raise ConfigError(f"csi source: expected width, height >= 1 and fps > 0, got {width}x{height} at {fps}")
+        raise SourceConfigError(f"csi source: expected width, height >= 1 and fps > 0, got {width}x{height} at {fps}")
     if not 0 <= flip <= 7:
-        raise ConfigError(f"csi source: expected flip between 0 and 7 (nvvidconv flip-method), got {flip}")
+        raise SourceConfigError(f"csi source: expected flip between 0 and 7 (nvvidconv flip-method), got {flip}")
     rate = Fraction(fps).limit_denominator(1001)
     return (
         f"nvarguscamerasrc sensor-id={sensor_id} ! "
@@ -56,7 +56,7 @@ class GStreamerSource(LiveCaptureSource):
         pipeline = pipeline.strip()
         last = pipeline.rsplit("!", 1)[-1].split()
         if not last or last[0] != "appsink":
-            raise ConfigError(f"gst source: expected a pipeline ending in '! appsink ...', got '{pipeline}'")
+            raise SourceConfigError(f"gst source: expected a pipeline ending in '! appsink ...', got '{pipeline}'")
         description = description or f"GStreamer pipeline '{pipeline}'"
         require_gstreamer(description)
         super().__init__(name or "gstreamer", description)

@@ -5,13 +5,17 @@ States and what moves between them:
     CONNECTING --open ok--> STREAMING --read raises SourceError--> RECONNECTING --open ok--> STREAMING
     CONNECTING --open raises SourceError--> RECONNECTING --attempts used up--> FAILED
     STREAMING --inner read returns None (a genuine end, e.g. a finite synthetic camera)--> ENDED
+    any state --open or read raises a SourceError that is not `retryable`--> FAILED (at once)
 
 Events (edge_sdk.status), all with data `state`:
 - SOURCE_CONNECTED with the first frame ever (data: attempts it took);
 - SOURCE_LOST when a source that delivered frames breaks (data: error);
 - SOURCE_RECONNECTING before each wait (data: attempt, delay_s, error);
 - SOURCE_RECONNECTED with the first frame after a loss (data: attempts);
-- SOURCE_ENDED; SOURCE_FAILED when the policy's max_attempts are used up (data: attempts, error).
+- SOURCE_ENDED; SOURCE_FAILED when the policy's max_attempts are used up, or at once for a cause no
+  retry can fix (a PermanentSourceError, e.g. a file given as a camera) (data: attempts, error).
+This policy is the only retry loop of a live source: the errors it raises are all permanent
+(PermanentSourceError, `retryable` False), so whoever runs it does not open it again.
 (Re)connected is announced with a frame, not with a successful open: a server can accept a
 connection and then send nothing, and that counts as one more failed attempt.
 Every wait happens on `stop`, so setting it makes read() return None at once.
@@ -25,12 +29,13 @@ import threading
 from enum import Enum
 from typing import Any, Protocol
 
-from edge_sdk.errors import SourceError
+from edge_sdk.errors import PermanentSourceError, SourceError
 from edge_sdk.results import Frame
 from edge_sdk.status import StatusCallback, StatusEvent, StatusKind, ignore_status
 
 from .backoff import BackoffPolicy
 from .base import Source
+from .skipped_frames import report
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +60,9 @@ class ReconnectingSource(Source):
     """Wraps a live source; frames keep one index sequence across reconnects.
 
     read() returns the next frame; None when the inner source ended or `stop` was set; it raises
-    SourceError once the policy's `max_attempts` are used up (state FAILED), and again on every
-    later call. Errors other than SourceError (a missing OpenCV, a bug) are not retried.
+    PermanentSourceError once the policy's `max_attempts` are used up or the inner source raised a
+    permanent one (state FAILED), and again on every later call; open() raises a permanent cause at
+    once. Errors other than SourceError (a missing OpenCV, a bug) are not retried.
 
     How long a stalled stream takes to count as lost is the inner source's read timeout; a blocked
     OpenCV call cannot be interrupted, so `stop` is honoured between calls, not inside them.
@@ -85,15 +91,25 @@ class ReconnectingSource(Source):
         """CONNECTED or RECONNECTED, sent with the first frame after an open: frames flow again."""
         self._index = 0
         self._last_error = ""
+        self._failure: PermanentSourceError | None = None
+        """Why the source is FAILED: raised by every read() from then on."""
+
+    @property
+    def frames_skipped(self) -> int:
+        return self.inner.frames_skipped
 
     # --- Source ------------------------------------------------------------------------------------
 
     def open(self) -> None:
-        """One connection attempt; a failure is not raised but retried by read() under the policy."""
+        """One connection attempt; a failure is not raised but retried by read() under the policy,
+        except a cause no retry can fix (PermanentSourceError), which is raised here."""
         self.state = SourceState.CONNECTING
         self.attempts = 0
         self._pending = None
+        self._failure = None
         self._connect()
+        if self._failure is not None:
+            raise PermanentSourceError(str(self._failure))
 
     def read(self) -> Frame | None:
         while True:
@@ -111,9 +127,7 @@ class ReconnectingSource(Source):
             elif self.state is SourceState.ENDED:
                 return None
             else:
-                raise SourceError(
-                    f"source {self.name}: gave up after {self.attempts} reconnect attempts; last error: {self._last_error}"
-                )
+                raise PermanentSourceError(str(self._failure or f"source {self.name}: failed: {self._last_error}"))
 
     def close(self) -> None:
         self.inner.close()
@@ -132,6 +146,9 @@ class ReconnectingSource(Source):
         except SourceError as error:
             self._close_inner()
             self._last_error = str(error)
+            if not error.retryable:
+                self._fail_permanently(error)
+                return False
             log.info("source %s: cannot open (attempt %d): %s", self.name, self.attempts, error)
             self.state = SourceState.RECONNECTING
             return False
@@ -146,6 +163,9 @@ class ReconnectingSource(Source):
         except SourceError as error:
             self._last_error = str(error)
             self._close_inner()
+            if not error.retryable:
+                self._fail_permanently(error)
+                return None
             self.state = SourceState.RECONNECTING
             if self._pending is None:  # it had been delivering frames: that is a loss
                 self._emit(StatusKind.SOURCE_LOST, f"lost: {error}", error=str(error))
@@ -172,6 +192,9 @@ class ReconnectingSource(Source):
         attempt = self.attempts + 1
         if not self.policy.allows(attempt):
             self.state = SourceState.FAILED
+            self._failure = PermanentSourceError(
+                f"source {self.name}: gave up after {self.attempts} reconnect attempts; last error: {self._last_error}"
+            )
             self._emit(
                 StatusKind.SOURCE_FAILED,
                 f"gave up after {self.attempts} reconnect attempts: {self._last_error}",
@@ -195,6 +218,19 @@ class ReconnectingSource(Source):
             self._pending = StatusKind.SOURCE_RECONNECTED if self._ever_streamed else StatusKind.SOURCE_CONNECTED
         return True
 
+    def _fail_permanently(self, error: SourceError) -> None:
+        """-> FAILED without a retry: the cause is one no reconnect can fix."""
+        self.state = SourceState.FAILED
+        message = str(error)
+        prefix = f"source {self.name}: "
+        self._failure = PermanentSourceError(message if message.startswith(prefix) else prefix + message)
+        self._emit(
+            StatusKind.SOURCE_FAILED,
+            f"failed, not retried (no retry can fix this): {message}",
+            attempts=self.attempts,
+            error=message,
+        )
+
     def _close_inner(self) -> None:
         try:
             self.inner.close()
@@ -202,8 +238,5 @@ class ReconnectingSource(Source):
             log.debug("source %s: close failed: %s", self.name, error)
 
     def _emit(self, kind: StatusKind, message: str, **data: Any) -> None:
-        event = StatusEvent(kind, self.name, message, data={"state": self.state.value, **data})
-        try:
-            self.on_status(event)
-        except Exception:  # a broken status consumer must not take the camera down with it
-            log.exception("source %s: status callback failed on %s", self.name, kind.value)
+        # report() logs a broken status consumer: it must not take the camera down with it
+        report(self.on_status, StatusEvent(kind, self.name, message, data={"state": self.state.value, **data}))

@@ -14,7 +14,7 @@ from types import ModuleType
 from typing import Any
 from urllib.parse import SplitResult, parse_qsl, urlsplit, urlunsplit
 
-from edge_sdk.errors import ConfigError
+from edge_sdk.errors import SourceConfigError
 
 from .capture import LiveCaptureSource
 from .opencv import timeout_params
@@ -37,8 +37,12 @@ def redact_url(url: str) -> str:
     host = parts.hostname or ""
     if ":" in host:  # an IPv6 literal
         host = f"[{host}]"
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
+    try:
+        port = parts.port
+    except ValueError:  # a malformed port: keep what was written, the password is still removed
+        port = parts.netloc.rsplit(":", 1)[-1]
+    if port is not None:
+        host = f"{host}:{port}"
     return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
 
 
@@ -58,10 +62,22 @@ class RtspSource(LiveCaptureSource):
         read_timeout_ms: int | None = DEFAULT_READ_TIMEOUT_MS,
     ):
         if transport not in TRANSPORTS:
-            raise ConfigError(f"rtsp source: expected transport tcp or udp, got '{transport}' for {redact_url(url)}")
+            raise SourceConfigError(
+                f"rtsp source: expected transport tcp or udp, got '{transport}' for {redact_url(url)}"
+            )
         parts = urlsplit(url)
         if parts.scheme not in ("rtsp", "rtsps") or not parts.hostname:
-            raise ConfigError(f"rtsp source: expected rtsp://HOST[:PORT]/PATH or rtsps://..., got {redact_url(url)}")
+            raise SourceConfigError(
+                f"rtsp source: expected rtsp://HOST[:PORT]/PATH or rtsps://..., got {redact_url(url)}"
+            )
+        try:
+            port = parts.port
+        except ValueError:  # not a number, or past 65535
+            port = -1
+        if port is not None and not 1 <= port <= 65535:
+            raise SourceConfigError(
+                f"rtsp source: expected a port number from 1 to 65535 after the host, got {redact_url(url)}"
+            )
         super().__init__(name or _default_name(parts), f"RTSP stream {redact_url(url)} over {transport.upper()}")
         self.url = url
         self.transport = transport
@@ -114,7 +130,7 @@ def _milliseconds(query: dict[str, str], key: str, default: int, uri: str) -> in
     except ValueError:
         value = 0
     if value < 1:
-        raise ConfigError(f"rtsp source: expected {key}=N with N >= 1, got '{query[key]}' in {redact_url(uri)}")
+        raise SourceConfigError(f"rtsp source: expected {key}=N with N >= 1, got '{query[key]}' in {redact_url(uri)}")
     return value
 
 

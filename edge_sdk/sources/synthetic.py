@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edge_sdk.errors import SourceError
+from edge_sdk.errors import PermanentSourceError
 from edge_sdk.results import Frame
 
 from .base import Source
@@ -49,7 +49,9 @@ class PanZoomSource(Source):
         if self.image_path is not None:
             still = import_cv2().imread(str(self.image_path))
             if still is None:
-                raise SourceError(f"cannot read image for synthetic source: {self.image_path}")
+                raise PermanentSourceError(
+                    f"source {self.name}: cannot read image for synthetic source: {self.image_path}"
+                )
             self._still = still
         self._next_due = time.monotonic()
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from edge_sdk.errors import SourceError
+from edge_sdk.errors import PermanentSourceError, SourceError
 
 from .capture import LiveCaptureSource
 
@@ -33,6 +34,12 @@ class V4L2Source(LiveCaptureSource):
     def _open_capture(self, cv2: ModuleType) -> Any:
         if not self.device_path.exists():
             raise SourceError(f"camera device not found: {self.device_path} (is the camera plugged in?)")
+        try:
+            mode = self.device_path.stat().st_mode
+        except OSError as error:
+            raise SourceError(f"cannot inspect {self.description}: {error}") from None
+        if not stat.S_ISCHR(mode):  # e.g. a video file given as a camera: no retry makes it one
+            raise PermanentSourceError(f"{self.description} is not a camera device (not a character device)")
         capture = cv2.VideoCapture(str(self.device_path), cv2.CAP_V4L2)
         for key, prop in (
             ("width", cv2.CAP_PROP_FRAME_WIDTH),

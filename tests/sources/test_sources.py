@@ -13,6 +13,7 @@ from edge_sdk.errors import ConfigError, SourceError
 from edge_sdk.sources.image_folder import ImageFolderSource
 from edge_sdk.sources.opencv import import_cv2
 from edge_sdk.sources.registry import create_source
+from edge_sdk.sources.skipped_frames import FrameErrorPolicy
 from edge_sdk.sources.spec import SourceSpec
 from edge_sdk.sources.synthetic import PanZoomSource
 from edge_sdk.sources.video_file import VideoFileSource
@@ -282,13 +283,18 @@ def test_image_folder_source_when_folder_is_missing_raises_source_error(tmp_path
     assert str(folder) in str(caught.value), "the error names the folder"
 
 
-def test_image_folder_source_when_an_image_cannot_be_decoded_raises_source_error(image_folder: Path) -> None:
-    # given a broken file sorted first
+def test_image_folder_source_when_an_image_cannot_be_decoded_and_on_error_is_stop_raises_source_error(
+    image_folder: Path,
+) -> None:
+    # given a broken file sorted first, and a source told to stop on a frame it cannot decode
     broken = image_folder / "0-broken.png"
     broken.write_bytes(os.urandom(256))
 
     # when / then
-    with pytest.raises(SourceError) as caught, ImageFolderSource(image_folder) as source:
+    with (
+        pytest.raises(SourceError) as caught,
+        ImageFolderSource(image_folder, on_error=FrameErrorPolicy.STOP) as source,
+    ):
         source.read()
     assert str(broken) in str(caught.value), "the error names the image that cannot be decoded"
 
