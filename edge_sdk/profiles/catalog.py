@@ -14,6 +14,12 @@ from .model import DeviceProfile
 PROFILE_DIR_ENV = "EDGE_SDK_PROFILE_DIR"
 
 
+def _is_plain_stem(name: str) -> bool:
+    """True for a name that can only mean a file directly in the profile folder: no path separator, no
+    `.`/`..` or hidden name, no NUL, not absolute (so `../pipelines/demo` or `/etc/x` never leave the folder)."""
+    return bool(name) and "/" not in name and "\\" not in name and "\0" not in name and not name.startswith(".")
+
+
 def default_profile_dir() -> Path:
     """`$EDGE_SDK_PROFILE_DIR`, else the `device_profiles/` shipped with the SDK."""
     if os.environ.get(PROFILE_DIR_ENV):
@@ -34,6 +40,12 @@ class ProfileCatalog:
         return sorted(path.stem for path in self.directory.glob("*.yaml"))
 
     def load(self, name: str) -> DeviceProfile:
+        """The profile `<directory>/<name>.yaml`; a name that is not a plain file stem is refused before any read."""
+        if not _is_plain_stem(name):
+            raise ConfigError(
+                f"expected a profile name (a file stem in {self.directory}, without '/', '..' or a leading '.', "
+                f"e.g. x86-cpu), got {name[:80]!r}"
+            )
         path = self.directory / f"{name}.yaml"
         if not path.is_file():
             known = ", ".join(self.names()) or "none"

@@ -56,6 +56,13 @@ def test_profiles_show_when_name_is_unknown_lists_known_profiles(cache: Path) ->
     assert_one_line_error(done, "unknown profile 'jetson-nano-classic'", "x86-cpu", "jetson-orin-dla")
 
 
+@pytest.mark.parametrize("name", ["../pipelines/demo", "/etc/hostname"])
+def test_profiles_show_when_name_leaves_the_profile_folder_then_one_line_error(cache: Path, name: str) -> None:
+    done = edge_sdk("profiles", "show", name, cache=cache)
+    assert_one_line_error(done, "expected a profile name", repr(name))
+    assert done.stdout == "", "nothing of the file outside the profile folder is shown"
+
+
 def test_profiles_detect_when_run_on_this_x86_machine_picks_x86_cpu(cache: Path) -> None:
     if os.uname().machine != "x86_64" or shutil.which("nvidia-smi"):
         pytest.skip("this check describes a GPU-less x86_64 host like CI's")

@@ -223,3 +223,30 @@ def test_load_when_directory_has_no_profiles_says_none_are_known(tmp_path: Path)
 
     # Then the error says there are no known profiles rather than listing nothing
     assert "known profiles: none" in str(raised.value), f"error should say none are known: {raised.value}"
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["../pipelines/demo", "../outside", "/etc/hostname", "sub/test-box", "..", ".hidden", "a\\b", "x\0y", ""],
+)
+def test_load_when_name_is_not_a_plain_file_stem_then_refused_before_any_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    # Given a profile folder with a valid profile in a sub-folder and one beside the folder
+    folder = tmp_path / "profiles"
+    (folder / "sub").mkdir(parents=True)
+    write_profile(folder / "sub", "test-box", with_line(1, None))
+    write_profile(tmp_path, "outside", with_line(1, None))
+    monkeypatch.setattr("edge_sdk.profiles.catalog.load_yaml_model", _no_read)
+
+    # When a name that is not a plain file stem is asked for
+    message = load_error(folder, name)
+
+    # Then one ConfigError line says what a name is and what came, and no file was read
+    assert "\n" not in message, f"the error should be one line: {message!r}"
+    assert message.startswith("expected a profile name"), message
+    assert repr(name) in message, f"the error should show the name given: {message}"
+
+
+def _no_read(path: Path, *args: object, **kwargs: object) -> None:
+    raise AssertionError(f"{path} was read")
