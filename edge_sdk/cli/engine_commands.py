@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from edge_sdk.engines.benchmark import benchmark_engine
+from edge_sdk.engines.cache import NotAnEntry
 from edge_sdk.engines.calibration import Calibration, int8_settings, make_calibration
 from edge_sdk.engines.calibration.setup import TaskKind
 from edge_sdk.engines.engine import PreparedEngine, prepare_engine, verify_cache
@@ -248,48 +249,58 @@ def cache() -> None:
 @click.option("--json", "as_json", is_flag=True)
 @pass_cli
 def cache_ls(ctx: CliContext, as_json: bool) -> None:
-    """Entries with their model, profile, backend and state."""
+    """Entries with their model, profile, backend and state; then what else lies in the folder."""
     reports = verify_cache(ctx.cache)
     if as_json:
-        click.echo(json.dumps([{"digest": r.digest, "problem": r.problem, **r.manifest} for r in reports], indent=2))
+        rows = [{"digest": r.digest, "problem": r.problem, "removable": r.removable, **r.manifest} for r in reports]
+        click.echo(json.dumps(rows, indent=2))
+        _echo_not_entries(ctx.cache.not_entries(), err=True)
         return
     table = Table("digest", "model", "profile", "backend", "precision", "built", "state", title=str(ctx.cache.root))
     for r in reports:
         key = r.manifest.get("key", {})
-        model = Path(r.manifest.get("facts", {}).get("model_path", "?")).name
+        model = Path(str(r.manifest.get("facts", {}).get("model_path", "?"))).name
         backend = f"{key.get('backend', '?')} {key.get('backend_version', '')}"
         table.add_row(
             r.digest[:12],
-            model,
-            key.get("profile_name", "?"),
-            backend,
-            key.get("precision", "?"),
-            r.manifest.get("built_at", "?"),
+            escape(model),
+            escape(str(key.get("profile_name", "?"))),
+            escape(backend),
+            escape(str(key.get("precision", "?"))),
+            escape(str(r.manifest.get("built_at", "?"))),
             escape(r.problem or "ok"),
         )
     ctx.console.print(table)
+    _echo_not_entries(ctx.cache.not_entries())
 
 
 @cache.command("rm")
 @click.argument("digest", required=False)
-@click.option("--all", "remove_all", is_flag=True, help="Remove every entry.")
+@click.option("--all", "remove_all", is_flag=True, help="Remove every entry the SDK built.")
 @click.option("--stale", is_flag=True, help="Remove entries that are corrupt or built by another backend version.")
 @pass_cli
 def cache_rm(ctx: CliContext, digest: str | None, remove_all: bool, stale: bool) -> None:
-    """Remove the entry DIGEST (a prefix is enough), --stale ones, or --all."""
+    """Remove the entry DIGEST (a unique prefix of 4 or more characters), --stale ones, or --all.
+
+    Only folders whose manifest the SDK wrote are touched; anything else in the cache folder is listed and
+    left alone. Lock files and staging folders of failed or killed builds are cleaned up as well.
+    """
     engine_cache = ctx.cache
     if sum((digest is not None, remove_all, stale)) != 1:
         raise ConfigError("cache rm: give exactly one of DIGEST, --stale or --all")
-    if stale:
-        removed = []
-        for report in verify_cache(engine_cache):
-            if report.problem:
-                removed += engine_cache.remove(report.digest)
+    if digest is not None:
+        removal = engine_cache.remove(digest)
+    elif stale:
+        removal = engine_cache.remove_entries([report for report in verify_cache(engine_cache) if report.problem])
     else:
-        removed = engine_cache.remove(None if remove_all else digest)
-    if digest and not removed:
-        raise ConfigError(f"no cache entry starts with '{digest}' in {engine_cache.root}")
-    click.echo(f"removed {len(removed)} entr{'y' if len(removed) == 1 else 'ies'}")
+        removal = engine_cache.remove_all()
+    count = len(removal.removed)
+    click.echo(f"removed {count} entr{'y' if count == 1 else 'ies'}")
+    if removal.leftovers:
+        click.echo(f"cleaned {removal.leftovers} lock file(s) or staging folder(s) of failed or killed builds")
+    for busy in removal.busy:
+        click.echo(f"being built, left alone: {busy[:12]}")
+    _echo_not_entries(removal.left_alone)
 
 
 @cache.command("verify")
@@ -300,6 +311,12 @@ def cache_verify(ctx: CliContext) -> None:
     bad = [r for r in reports if r.problem]
     for r in bad:
         click.echo(f"{r.digest[:12]}: {r.problem}")
+    _echo_not_entries(ctx.cache.not_entries())
     click.echo(f"{len(reports) - len(bad)} ok, {len(bad)} bad in {ctx.cache.root}")
     if bad:
         raise SystemExit(1)
+
+
+def _echo_not_entries(items: Iterable[NotAnEntry], err: bool = False) -> None:
+    for item in items:
+        click.echo(f"not an engine entry, left alone: {item.path} ({item.reason})", err=err)

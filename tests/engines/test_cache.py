@@ -8,6 +8,9 @@ import logging
 import multiprocessing
 import os
 import re
+import shutil
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -19,12 +22,13 @@ import onnxruntime
 import pytest
 
 from edge_sdk.engines.cache import EngineCache, EngineKey
+from edge_sdk.engines.cache_lock import KeyLock
 from edge_sdk.engines.engine import PreparedEngine, prepare_engine, verify_cache
-from edge_sdk.errors import EdgeSDKError, EngineCacheError
+from edge_sdk.errors import ConfigError, EdgeSDKError, EngineCacheError
 from edge_sdk.graph.options import GraphOptions
 from edge_sdk.profiles import DeviceProfile, HostFacts
 
-from .helpers import race_to_build, snapshot
+from .helpers import every_path, keys_sharing_a_prefix, race_to_build, snapshot
 
 ARTIFACT = "model.optimized.onnx"
 MANIFEST = "manifest.json"
@@ -414,6 +418,7 @@ def test_get_or_build_when_processes_race_for_one_key_builds_it_once(tmp_path: P
     assert {directory for directory, _ in outcomes} == {str(root / KEY.digest())}, "all must get the same entry"
     assert sorted(built for _, built in outcomes) == [False, False, True], "exactly one process must report a build"
     assert (root / KEY.digest() / "engine.bin").read_bytes() == b"engine built once", "the artifact must be complete"
+    assert not list(root.glob(".*.lock")), "the builders must leave no lock file behind"
 
 
 @pytest.mark.parametrize("layout", ["below a regular file", "is a regular file"])
@@ -478,7 +483,7 @@ def test_verify_cache_when_backend_version_changed_reports_stale_and_remove_drop
     removed = engine_cache.remove(stale.digest)
 
     # Then only that entry is gone
-    assert removed == [stale.digest], "remove must report exactly the entry it removed"
+    assert removed.removed == (stale.digest,), "remove must report exactly the entry it removed"
     assert not stale.directory.exists(), "the removed entry's directory must be gone"
     assert snapshot(healthy.directory) == healthy_files, "remove must not touch other entries"
     assert [report.digest for report in verify_cache(engine_cache)] == [healthy.digest], "one entry must remain"
@@ -505,3 +510,294 @@ def test_prepare_engine_when_a_dead_builder_left_a_temp_dir_cleans_it_on_the_nex
     assert not dead.exists(), "a stale staging dir of the key being built must be removed"
     assert (other / ARTIFACT).read_bytes() == b"another key being built", "another key's staging dir must be kept"
     assert [report.digest for report in verify_cache(engine_cache)] == [digest], "staging dirs are not entries"
+
+
+# --- The cache deletes only what it made ----------------------------------------------------------------------
+
+FOREIGN_DIGEST = "0123456789abcdef0123456789abcdef"  # named like an entry, but not made by the SDK
+MISNAMED_DIGEST = "fedcba9876543210fedcba9876543210"  # its manifest records another digest
+LINKED_DIGEST = "a" * 32  # a symbolic link named like an entry
+
+
+def plant_user_files(root: Path, outside: Path) -> set[str]:
+    """Things a user (or another tool) put in the cache folder; returns their names."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "notes.txt").write_text("my notes")
+    (root / ".hidden-config").write_text("setting=1")
+    (root / "my-models").mkdir()
+    (root / "my-models" / "keep.onnx").write_bytes(b"a model I keep here")
+    (root / "foreign-manifest").mkdir()
+    (root / "foreign-manifest" / MANIFEST).write_text(json.dumps({"name": "another tool's manifest"}))
+    (root / FOREIGN_DIGEST).mkdir()
+    (root / FOREIGN_DIGEST / "readme.txt").write_text("a folder named like a digest, without an SDK manifest")
+    (root / MISNAMED_DIGEST).mkdir()
+    (root / MISNAMED_DIGEST / MANIFEST).write_text(
+        json.dumps({"format": 1, "digest": "another", "key": {}, "built_at": "x", "facts": {}, "files": {}})
+    )
+    outside.mkdir(parents=True, exist_ok=True)
+    (outside / "precious.bin").write_bytes(b"outside the cache")
+    (root / "linked").symlink_to(outside, target_is_directory=True)
+    (root / LINKED_DIGEST).symlink_to(outside, target_is_directory=True)
+    return {"notes.txt", ".hidden-config", "my-models", "foreign-manifest", FOREIGN_DIGEST, MISNAMED_DIGEST} | {
+        "linked",
+        LINKED_DIGEST,
+    }
+
+
+def user_tree(root: Path, names: set[str]) -> dict[str, str]:
+    return {path: value for path, value in every_path(root).items() if path.split("/")[0] in names}
+
+
+@pytest.mark.parametrize("how", ["all", "stale", "digest"])
+def test_remove_when_the_cache_dir_holds_user_files_leaves_them_untouched(
+    how: str, tmp_path: Path, engine_cache: EngineCache
+) -> None:
+    # Given two SDK entries (stale: "built" by backend version 1.0.0) and user files, folders and links beside them
+    first, _ = engine_cache.get_or_build(KEY, write_artifact)
+    second, _ = engine_cache.get_or_build(replace(KEY, model_sha256="c" * 64), write_artifact)
+    outside = tmp_path / "outside"
+    names = plant_user_files(engine_cache.root, outside)
+    user_before = user_tree(engine_cache.root, names)
+    outside_before = every_path(outside)
+
+    # When entries are removed in that way
+    if how == "all":
+        removal = engine_cache.remove_all()
+    elif how == "stale":
+        removal = engine_cache.remove_entries([r for r in verify_cache(engine_cache) if r.problem])
+    else:
+        removal = engine_cache.remove(first.digest)
+
+    # Then the SDK's entries are gone and every user item is byte for byte as it was
+    expected = {first.digest, second.digest} if how != "digest" else {first.digest}
+    assert set(removal.removed) == expected, f"remove ({how}) must delete exactly the SDK's entries it was asked for"
+    assert not first.directory.exists(), "the removed entry's folder must be gone"
+    assert second.directory.exists() == (how == "digest"), "only the named entry goes when a digest is given"
+    assert user_tree(engine_cache.root, names) == user_before, "files the SDK did not make must never be deleted"
+    assert every_path(outside) == outside_before, "a link out of the cache must never be followed"
+    # And with --all/--stale, everything left alone is listed, one item per user file or folder
+    if how != "digest":
+        listed = {item.path.name for item in removal.left_alone}
+        assert listed == set(names), f"every item that is not an SDK entry must be listed, got {sorted(listed)}"
+
+
+def test_remove_when_the_manifest_names_another_digest_refuses_it(engine_cache: EngineCache) -> None:
+    # Given a folder that copies an SDK entry under another digest-like name (its manifest names the original)
+    entry, _ = engine_cache.get_or_build(KEY, write_artifact)
+    copy = engine_cache.root / ("e" * 32)
+    shutil.copytree(entry.directory, copy)
+    before = every_path(copy)
+
+    # When that folder is removed by its name
+    with pytest.raises(ConfigError) as raised:
+        engine_cache.remove("e" * 32)
+
+    # Then it is refused: only a manifest recording the folder's own digest proves the SDK wrote the folder
+    assert "not an engine entry" in str(raised.value), "the refusal must say the folder is not an engine entry"
+    assert every_path(copy) == before, "a refused removal must not touch the folder"
+
+
+def test_remove_when_the_entry_holds_a_file_its_manifest_does_not_list_keeps_that_file(
+    engine_cache: EngineCache,
+) -> None:
+    # Given an entry in which a user saved a file of their own
+    entry, _ = engine_cache.get_or_build(KEY, write_artifact)
+    (entry.directory / "my-notes.txt").write_text("keep me")
+
+    # When the entry is removed
+    removal = engine_cache.remove(entry.digest)
+
+    # Then the SDK's files are gone, the user's file stays, and the folder is reported as left alone
+    assert removal.removed == (entry.digest,), "the entry itself must count as removed"
+    assert sorted(p.name for p in entry.directory.iterdir()) == ["my-notes.txt"], "only the user's file must remain"
+    assert (entry.directory / "my-notes.txt").read_text() == "keep me", "the user's file must be untouched"
+    assert [item.path for item in removal.left_alone] == [entry.directory], "the folder kept must be reported"
+    assert "my-notes.txt" in removal.left_alone[0].reason, "the report must name the file that was kept"
+
+
+@pytest.mark.parametrize("prefix", ["", "   ", "abc", "zzzz", "../..", "*"], ids=repr)
+def test_remove_when_the_prefix_is_empty_short_or_not_hex_refuses_and_leaves_the_cache_byte_identical(
+    prefix: str, tmp_path: Path, engine_cache: EngineCache
+) -> None:
+    # Given a cache with entries, user files, and the lock file of a killed build
+    engine_cache.get_or_build(KEY, write_artifact)
+    engine_cache.get_or_build(replace(KEY, model_sha256="c" * 64), write_artifact)
+    plant_user_files(engine_cache.root, tmp_path / "outside")
+    (engine_cache.root / f".{'d' * 32}.lock").touch()
+    before = every_path(engine_cache.root)
+
+    # When a removal is asked for with that prefix
+    with pytest.raises(ConfigError) as raised:
+        engine_cache.remove(prefix)
+
+    # Then it is refused with one line saying what a digest prefix is, and nothing at all changed
+    assert "expected a digest prefix" in str(raised.value), "the refusal must say what was expected"
+    assert "\n" not in str(raised.value), "the refusal must be one line"
+    assert every_path(engine_cache.root) == before, "a refused removal must leave the cache byte-identical"
+
+
+def test_remove_when_the_prefix_matches_two_entries_refuses_naming_both(engine_cache: EngineCache) -> None:
+    # Given two entries whose digests share their first four characters
+    one, other = keys_sharing_a_prefix(KEY, 4)
+    first, _ = engine_cache.get_or_build(one, write_artifact)
+    second, _ = engine_cache.get_or_build(other, write_artifact)
+    before = every_path(engine_cache.root)
+
+    # When removal is asked for with that shared prefix
+    with pytest.raises(ConfigError) as raised:
+        engine_cache.remove(first.digest[:4])
+
+    # Then it is refused, naming both, and both entries stay
+    message = str(raised.value)
+    assert "matches 2 cache entries" in message, f"an ambiguous prefix must be refused, got: {message}"
+    assert first.digest[:12] in message and second.digest[:12] in message, "the refusal must name both candidates"
+    assert every_path(engine_cache.root) == before, "a refused removal must leave the cache byte-identical"
+    # And a longer prefix picks one of them
+    assert engine_cache.remove(first.digest[:12]).removed == (first.digest,), "a unique prefix must remove one"
+
+
+def test_remove_when_a_build_of_the_key_holds_its_lock_leaves_the_entry(engine_cache: EngineCache) -> None:
+    # Given an entry whose key is being (re)built by another builder right now
+    entry, _ = engine_cache.get_or_build(KEY, write_artifact)
+    before = every_path(entry.directory)
+    with KeyLock(engine_cache.root / f".{entry.digest}.lock") as held:
+        assert held, "the test must hold the build lock"
+
+        # When it is removed by digest, and with all entries
+        with pytest.raises(EngineCacheError, match="being built"):
+            engine_cache.remove(entry.digest)
+        removal = engine_cache.remove_all()
+
+        # Then neither touches the entry, and the second reports it as busy
+        assert removal.busy == (entry.digest,), "an entry being built must be reported busy"
+        assert removal.removed == (), "an entry being built must not be removed"
+        assert every_path(entry.directory) == before, "an entry being built must be left as it is"
+        assert (engine_cache.root / f".{entry.digest}.lock").exists(), "the builder's lock file must stay"
+
+
+def test_entries_when_the_cache_dir_holds_user_files_lists_them_apart(
+    tmp_path: Path, engine_cache: EngineCache
+) -> None:
+    # Given an SDK entry, user files, and the SDK's own leftovers of a killed build
+    entry, _ = engine_cache.get_or_build(KEY, write_artifact)
+    names = plant_user_files(engine_cache.root, tmp_path / "outside")
+    (engine_cache.root / f".{'d' * 32}.lock").touch()
+    (engine_cache.root / f".tmp-{'d' * 32}-dead").mkdir()
+
+    # When the cache is listed
+    entries = {report.digest: report for report in verify_cache(engine_cache)}
+    others = {item.path.name: item.reason for item in engine_cache.not_entries()}
+
+    # Then folders named like digests are entries (removable only with the SDK's manifest), the rest is apart
+    assert set(entries) == {entry.digest, FOREIGN_DIGEST, MISNAMED_DIGEST}, "digest-named folders are entries"
+    assert entries[entry.digest].removable, "an entry the SDK built must be removable"
+    assert not entries[FOREIGN_DIGEST].removable, "a digest-named folder without a manifest must not be removable"
+    assert set(others) == names - set(entries), "every other user item must be listed apart"
+    assert others["linked"] == "a symbolic link", "a link must be listed as one (and never followed)"
+    assert others["notes.txt"] == "a file", "a file must be listed as one"
+
+
+# --- Lock files -----------------------------------------------------------------------------------------------
+
+
+def lock_files(root: Path) -> list[str]:
+    return sorted(path.name for path in root.glob(".*.lock"))
+
+
+def test_get_or_build_when_the_build_succeeds_or_fails_leaves_no_lock_file(engine_cache: EngineCache) -> None:
+    # Given a build that works and one that fails
+    def fails(out_dir: Path) -> dict[str, Any]:
+        raise RuntimeError("builder crashed")
+
+    # When both are run
+    engine_cache.get_or_build(KEY, write_artifact)
+    with pytest.raises(RuntimeError):
+        engine_cache.get_or_build(replace(KEY, model_sha256="c" * 64), fails)
+
+    # Then no lock file is left behind by either
+    assert lock_files(engine_cache.root) == [], "a build must remove its lock file, whether it worked or failed"
+
+
+def invalid_onnx_model(tmp_path: Path, model: Path) -> Path:
+    """A model that decodes but fails the ONNX checker, which runs inside the build (under the key's lock)."""
+    proto = onnx.load(str(model))
+    proto.graph.node[1].op_type = "NoSuchOperator"
+    broken = tmp_path / "invalid_op.onnx"
+    broken.write_bytes(proto.SerializeToString())
+    return broken
+
+
+@pytest.mark.parametrize("corruption", ["undecodable", "fails-the-checker"])
+def test_prepare_engine_when_the_model_is_corrupt_leaves_the_cache_byte_identical(
+    corruption: str,
+    tmp_path: Path,
+    tiny_models: dict[str, Path],
+    cpu_profile: DeviceProfile,
+    engine_cache: EngineCache,
+    host_facts: HostFacts,
+) -> None:
+    # Given a cache with a good engine, and a corrupt model file
+    prepare(tiny_models["uint8_mean_classifier"], cpu_profile, engine_cache, host_facts)
+    before = every_path(engine_cache.root)
+    if corruption == "undecodable":
+        model = tmp_path / "garbage.onnx"
+        model.write_bytes(b"\x08\x07not an onnx model" * 50)
+    else:
+        model = invalid_onnx_model(tmp_path, tiny_models["float_classifier"])
+
+    # When its engine is prepared
+    with pytest.raises(EdgeSDKError) as raised:
+        prepare(model, cpu_profile, engine_cache, host_facts)
+
+    # Then the user gets the SDK's model error, and the cache is exactly as it was: no entry, lock or staging dir
+    assert "is not a valid ONNX model" in str(raised.value), f"expected a model error, got {raised.value}"
+    assert every_path(engine_cache.root) == before, "a failed build must leave the cache byte-identical"
+
+
+def test_remove_when_killed_builds_left_lock_files_cleans_them_but_not_a_held_one(engine_cache: EngineCache) -> None:
+    # Given an entry, the lock file and staging dir of a killed build, and a build holding another key's lock
+    entry, _ = engine_cache.get_or_build(KEY, write_artifact)
+    dead, busy = "d" * 32, "b" * 32
+    (engine_cache.root / f".{dead}.lock").touch()
+    (engine_cache.root / f".tmp-{dead}-killed").mkdir()
+    (engine_cache.root / f".tmp-{busy}-running").mkdir()
+    with KeyLock(engine_cache.root / f".{busy}.lock"):
+        # When an entry is removed
+        removal = engine_cache.remove(entry.digest)
+
+        # Then the killed build's leftovers are gone, the running build's are kept
+        names = sorted(path.name for path in engine_cache.root.iterdir())
+        assert removal.leftovers == 2, "the killed build's lock file and staging dir must be counted as cleaned"
+        assert names == [f".{busy}.lock", f".tmp-{busy}-running"], "only the running build's files must stay"
+
+
+def test_key_lock_when_the_holder_removes_the_file_a_waiter_is_on_never_gives_it_to_two(tmp_path: Path) -> None:
+    # Given a holder of the lock and a waiter blocked on its file
+    path = tmp_path / ".key.lock"
+    holder = KeyLock(path)
+    assert holder.acquire(), "the first taker must get the lock"
+    waiter_has_it = threading.Event()
+    waiter = KeyLock(path)
+
+    def wait_for_it() -> None:
+        waiter.acquire()
+        waiter_has_it.set()
+
+    thread = threading.Thread(target=wait_for_it, daemon=True)
+    thread.start()
+    time.sleep(0.2)  # let the waiter block on the holder's file
+
+    # When the holder releases (removing the file) and a newcomer takes the lock at once on a new file
+    holder.release()
+    newcomer = KeyLock(path, wait=False)
+    newcomer_has_it = newcomer.acquire()
+    try:
+        # Then at most one of them holds it at any time
+        if newcomer_has_it:
+            assert not waiter_has_it.wait(0.3), "the waiter must not hold the lock while the newcomer does"
+    finally:
+        newcomer.release()
+    assert waiter_has_it.wait(10), "the waiter must get the lock once the others let go"
+    waiter.release()
+    thread.join(10)
+    assert not path.exists(), "the last holder must remove the lock file"
