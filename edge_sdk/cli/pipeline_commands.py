@@ -62,6 +62,9 @@ def run(ctx: CliContext, pipeline: Path, profile_name: str | None, as_json: bool
     dropped = {name: count for name, count in summary.dropped.items() if count}
     if dropped:
         console.print(f"  dropped frames (live sources, to stay current): {dropped}")
+    skipped = {name: count for name, count in summary.frames_skipped.items() if count}
+    if skipped:
+        console.print(f"  [yellow]skipped frames[/yellow] (could not be decoded): {escape(str(skipped))}")
     if summary.restarts:
         console.print(f"  [yellow]restarted stages[/yellow]: {summary.restarts}")
     if stop.is_set():

@@ -33,19 +33,30 @@ def run_inline(
     on_result: Callable[[Result], None] | None = None,
     on_status: StatusCallback = ignore_status,
 ) -> RunSummary:
-    """Run until every source ends (or `stop` is set); returns frame count, FPS and latencies."""
+    """Run until every source ends (or `stop` is set); returns frame count, FPS, latencies and the
+    frames each source skipped.
+
+    A source that cannot be created, opened or read raises its SourceError (one line naming the
+    source and the cause); everything opened so far is closed first.
+    """
     stop = stop or threading.Event()
-    models = prepare_models(config, profile, cache)
-    feed = frame_feed(config.preprocess, models.engine_input)
-    postprocess = build_postprocessor(config.postprocess)
+    sources = [create_source(spec, config.base_dir, on_status=on_status, stop=stop) for spec in config.sources]
     latencies = LatencyRecorder()
     frames = 0
     with ExitStack() as stack:
+        # Files and folders open before the engine is built or loaded: a missing one fails in a moment.
+        # Live sources open after it, so a camera's first frames are not minutes old.
+        for source in sources:
+            if not source.is_live:
+                stack.enter_context(source)
+        models = prepare_models(config, profile, cache)
+        feed = frame_feed(config.preprocess, models.engine_input)
+        postprocess = build_postprocessor(config.postprocess)
         engine = stack.enter_context(models.primary.open())
         cascade = open_cascade(config, models, stack)
-        sources = [create_source(spec, config.base_dir, on_status=on_status, stop=stop) for spec in config.sources]
         for source in sources:
-            stack.enter_context(source)
+            if source.is_live:
+                stack.enter_context(source)
         sinks = SinkFanout([create_sink(spec, config.name) for spec in config.sinks])
         stack.callback(sinks.close)
         sinks.open()
@@ -85,6 +96,9 @@ def run_inline(
                 latencies.add("sinks", (time.perf_counter() - t3) * 1000)
                 frames += 1
         seconds = time.perf_counter() - started
+        skipped: dict[str, int] = {}
+        for source in sources:
+            skipped[source.name] = skipped.get(source.name, 0) + source.frames_skipped
     return RunSummary(
         frames=frames,
         seconds=seconds,
@@ -92,6 +106,7 @@ def run_inline(
         latency_p99_ms=latencies.percentile("total", 99),
         stage_mean_ms={stage: latencies.mean(stage) for stage in latencies.samples},
         sink_failures=dict(sinks.failures),
+        frames_skipped=skipped,
         engine_built=models.primary.built,
         engine_seconds=models.primary.seconds,
     )

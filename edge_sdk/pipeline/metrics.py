@@ -37,6 +37,8 @@ class RunSummary:
     engine_seconds: float
     dropped: dict[str, int] = field(default_factory=dict)
     """Frames dropped per source (live sources under load)."""
+    frames_skipped: dict[str, int] = field(default_factory=dict)
+    """Frames per source that could not be decoded and were passed over (`source.on_error: skip`)."""
     restarts: dict[str, int] = field(default_factory=dict)
     """Stages that were restarted, and how often."""
     mean_batch: float = 1.0
@@ -55,6 +57,7 @@ class RunSummary:
             "stage_mean_ms": {k: round(v, 3) for k, v in self.stage_mean_ms.items()},
             "sink_failures": self.sink_failures,
             "dropped": self.dropped,
+            "frames_skipped": self.frames_skipped,
             "restarts": self.restarts,
             "mean_batch": round(self.mean_batch, 2),
             "engine_built": self.engine_built,

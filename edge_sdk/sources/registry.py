@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-from edge_sdk.errors import ConfigError
+from edge_sdk.errors import SourceConfigError
 from edge_sdk.status import StatusCallback, ignore_status
 
 from .base import Source
@@ -21,34 +21,48 @@ from .synthetic import PanZoomSource
 from .v4l2 import V4L2Source
 from .video_file import VideoFileSource
 
-SourceFactory = Callable[[SourceSpec, str, dict[str, str], Path], Source]
+SourceFactory = Callable[[SourceSpec, str, dict[str, str], Path, StatusCallback], Source]
+"""(spec, location, query, base_dir, on_status) -> a source, not yet opened."""
 
 
 def _local_path(location: str, base_dir: Path) -> Path:
-    path = Path(location).expanduser()
+    try:
+        path = Path(location).expanduser()
+    except RuntimeError as error:  # ~user of a user this host does not have
+        raise SourceConfigError(f"source path {location}: {error}") from None
     return path if path.is_absolute() else Path(os.path.normpath(base_dir / path))
 
 
-def _video_file(spec: SourceSpec, location: str, query: dict[str, str], base_dir: Path) -> Source:
-    return VideoFileSource(_local_path(location, base_dir), name=spec.name, loop=spec.loop)
+def _video_file(
+    spec: SourceSpec, location: str, query: dict[str, str], base_dir: Path, on_status: StatusCallback
+) -> Source:
+    path = _local_path(location, base_dir)
+    return VideoFileSource(path, name=spec.name, loop=spec.loop, on_error=spec.on_error, on_status=on_status)
 
 
-def _image_folder(spec: SourceSpec, location: str, query: dict[str, str], base_dir: Path) -> Source:
-    return ImageFolderSource(_local_path(location, base_dir), name=spec.name, loop=spec.loop)
+def _image_folder(
+    spec: SourceSpec, location: str, query: dict[str, str], base_dir: Path, on_status: StatusCallback
+) -> Source:
+    path = _local_path(location, base_dir)
+    return ImageFolderSource(path, name=spec.name, loop=spec.loop, on_error=spec.on_error, on_status=on_status)
 
 
-def _synthetic(spec: SourceSpec, location: str, query: dict[str, str], base_dir: Path) -> Source:
+def _synthetic(
+    spec: SourceSpec, location: str, query: dict[str, str], base_dir: Path, on_status: StatusCallback
+) -> Source:
     unknown = set(query) - {"image", "frames", "size", "fps", "realtime"}
     if unknown:
-        raise ConfigError(f"synthetic source: unknown parameters {sorted(unknown)} in {spec.uri}")
+        raise SourceConfigError(f"synthetic source: unknown parameters {sorted(unknown)} in {spec.uri}")
     try:
         width, height = (int(v) for v in query.get("size", "640x480").lower().split("x"))
         frames = int(query.get("frames", "300"))
         fps = float(query.get("fps", "30"))
     except ValueError:
-        raise ConfigError(f"synthetic source: expected size=WxH, frames=N, fps=F in {spec.uri}") from None
+        raise SourceConfigError(f"synthetic source: expected size=WxH, frames=N, fps=F in {spec.uri}") from None
     if width < 1 or height < 1 or frames < 1 or fps <= 0:
-        raise ConfigError(f"synthetic source: expected size=WxH with W, H >= 1, frames >= 1, fps > 0 in {spec.uri}")
+        raise SourceConfigError(
+            f"synthetic source: expected size=WxH with W, H >= 1, frames >= 1, fps > 0 in {spec.uri}"
+        )
     image = _local_path(query["image"], base_dir) if "image" in query else None
     return PanZoomSource(
         image,
@@ -61,29 +75,29 @@ def _synthetic(spec: SourceSpec, location: str, query: dict[str, str], base_dir:
     )
 
 
-def _rtsp(spec: SourceSpec, location: str, query: dict[str, str], base_dir: Path) -> Source:
+def _rtsp(spec: SourceSpec, location: str, query: dict[str, str], base_dir: Path, on_status: StatusCallback) -> Source:
     return rtsp_source_from_uri(spec.uri, spec.name)
 
 
-def _v4l2(spec: SourceSpec, location: str, query: dict[str, str], base_dir: Path) -> Source:
+def _v4l2(spec: SourceSpec, location: str, query: dict[str, str], base_dir: Path, on_status: StatusCallback) -> Source:
     unknown = set(query) - {"width", "height", "fps"}
     if unknown:
-        raise ConfigError(f"v4l2 source: unknown parameters {sorted(unknown)} in {spec.uri}")
+        raise SourceConfigError(f"v4l2 source: unknown parameters {sorted(unknown)} in {spec.uri}")
     if not location:
-        raise ConfigError(f"v4l2 source: expected v4l2:///dev/videoN or a camera index, got {spec.uri}")
+        raise SourceConfigError(f"v4l2 source: expected v4l2:///dev/videoN or a camera index, got {spec.uri}")
     device: str | int = int(location) if location.isdigit() else location
     width, height = _positive_int(query, "width", spec.uri), _positive_int(query, "height", spec.uri)
     fps = _positive_float(query, "fps", spec.uri)
     return V4L2Source(device, name=spec.name, width=width, height=height, fps=fps)
 
 
-def _csi(spec: SourceSpec, location: str, query: dict[str, str], base_dir: Path) -> Source:
+def _csi(spec: SourceSpec, location: str, query: dict[str, str], base_dir: Path, on_status: StatusCallback) -> Source:
     unknown = set(query) - {"width", "height", "fps", "flip"}
     if unknown:
-        raise ConfigError(f"csi source: unknown parameters {sorted(unknown)} in {spec.uri}")
+        raise SourceConfigError(f"csi source: unknown parameters {sorted(unknown)} in {spec.uri}")
     sensor = location.strip("/") or "0"
     if not sensor.isdigit():
-        raise ConfigError(f"csi source: expected csi://SENSOR_ID (0, 1, ...), got {spec.uri}")
+        raise SourceConfigError(f"csi source: expected csi://SENSOR_ID (0, 1, ...), got {spec.uri}")
     pipeline = nvargus_pipeline(
         int(sensor),
         width=_positive_int(query, "width", spec.uri) or 1920,
@@ -94,7 +108,7 @@ def _csi(spec: SourceSpec, location: str, query: dict[str, str], base_dir: Path)
     return GStreamerSource(pipeline, name=spec.name or f"csi{sensor}", description=f"CSI camera {sensor} ({spec.uri})")
 
 
-def _gst(spec: SourceSpec, location: str, query: dict[str, str], base_dir: Path) -> Source:
+def _gst(spec: SourceSpec, location: str, query: dict[str, str], base_dir: Path, on_status: StatusCallback) -> Source:
     # The pipeline is everything after gst:// verbatim: caps contain '/', '?' and ','.
     return GStreamerSource(spec.uri.split("://", 1)[1], name=spec.name)
 
@@ -103,7 +117,7 @@ def _whole_number(query: dict[str, str], key: str, uri: str, default: int) -> in
     if key not in query:
         return default
     if not query[key].isdigit():
-        raise ConfigError(f"expected {key}=N with a whole number N >= 0, got '{query[key]}' in {uri}")
+        raise SourceConfigError(f"expected {key}=N with a whole number N >= 0, got '{query[key]}' in {uri}")
     return int(query[key])
 
 
@@ -111,7 +125,7 @@ def _positive_int(query: dict[str, str], key: str, uri: str) -> int | None:
     if key not in query:
         return None
     if not query[key].isdigit() or int(query[key]) < 1:
-        raise ConfigError(f"expected {key}=N with a whole number N >= 1, got '{query[key]}' in {uri}")
+        raise SourceConfigError(f"expected {key}=N with a whole number N >= 1, got '{query[key]}' in {uri}")
     return int(query[key])
 
 
@@ -123,7 +137,7 @@ def _positive_float(query: dict[str, str], key: str, uri: str) -> float | None:
     except ValueError:
         value = 0.0
     if not value > 0:
-        raise ConfigError(f"expected {key}=F with a number F > 0, got '{query[key]}' in {uri}")
+        raise SourceConfigError(f"expected {key}=F with a number F > 0, got '{query[key]}' in {uri}")
     return value
 
 
@@ -149,12 +163,18 @@ def create_source(
 
     Live sources (`is_live`) come back wrapped in a ReconnectingSource that follows `spec.reconnect`,
     reports through `on_status` and stops waiting when `stop` is set; `spec.max_frames` ends the
-    source after that many frames. A bare number is a camera index.
+    source after that many frames. Files and folders follow `spec.on_error` for frames they cannot
+    decode and report skips through `on_status`. A bare number is a camera index.
+
+    A URI or parameters that are malformed raise SourceConfigError (a ConfigError and a
+    PermanentSourceError) here; open() raises SourceError with `retryable` set by cause.
     """
     scheme, location, query = _split_uri(spec.uri)
     if scheme not in SOURCES:
-        raise ConfigError(f"unknown source scheme '{scheme}://' in {spec.uri}; known: {', '.join(sorted(SOURCES))}")
-    source = SOURCES[scheme](spec, location, query, base_dir)
+        raise SourceConfigError(
+            f"unknown source scheme '{scheme}://' in {spec.uri}; known: {', '.join(sorted(SOURCES))}"
+        )
+    source = SOURCES[scheme](spec, location, query, base_dir, on_status)
     if source.is_live:
         source = ReconnectingSource(source, spec.reconnect.policy(), on_status=on_status, stop=stop)
     return FrameLimit(source, spec.max_frames) if spec.max_frames is not None else source
@@ -169,7 +189,7 @@ def _split_uri(uri: str) -> tuple[str, str, dict[str, str]]:
     try:
         parts = urlsplit(uri)
     except ValueError as error:
-        raise ConfigError(f"source uri: cannot parse {uri}: {error}") from None
+        raise SourceConfigError(f"source uri: cannot parse {uri}: {error}") from None
     scheme = parts.scheme or "file"
     if len(scheme) == 1:  # a Windows drive letter, not a scheme
         scheme = "file"

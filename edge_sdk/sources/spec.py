@@ -7,6 +7,7 @@ from enum import Enum
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .backoff import BackoffPolicy
+from .skipped_frames import FrameErrorPolicy
 
 
 class BufferPolicy(str, Enum):
@@ -82,6 +83,15 @@ class SourceSpec(BaseModel):
             "When the pipeline falls behind: 'latest' drops the oldest frames (counted), 'block' makes the "
             "source wait. null means latest for live sources and block for files, folders and non-realtime "
             "synthetic sources."
+        ),
+    )
+    on_error: FrameErrorPolicy = Field(
+        FrameErrorPolicy.SKIP,
+        description=(
+            "A corrupt image in a folder or an unreadable stretch of a video file: 'skip' passes over it, counts "
+            "it (frames_skipped in the run summary) and reports it (status frames_skipped); 'stop' ends the "
+            "source with an error naming the frame. A video whose tail cannot be read ends there either way "
+            "(with skip, the unread frames are counted as skipped). Live sources reconnect instead."
         ),
     )
 
