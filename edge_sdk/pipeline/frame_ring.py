@@ -1,9 +1,14 @@
 """FrameRing: fixed slots of frame pixels in shared memory, handed between stage processes by id.
 
 Each slot has a state, an owner and a sequence number in a small header array that lives in the
-same segment; state changes happen under one lock per ring, pixels are written and read outside
-it through zero-copy numpy views. A slot moves FREE -> WRITING (capture) -> READY -> IN_USE
-(inference, then output) -> FREE. Only slot ids and sequence numbers travel on queues.
+same segment; state changes happen under one lock per ring (a flock(2) lock on the segment, which
+the kernel releases when a holder dies), pixels are written and read outside it through zero-copy
+numpy views. A slot moves FREE -> WRITING (capture) -> READY -> IN_USE (inference, then output)
+-> FREE. Only slot ids and sequence numbers travel between processes.
+
+The ring is the truth about every frame: when a stage dies, `recover` gives the frames it held
+back (READY again, to be redone) unless their results were already delivered, so a file loses no
+frame and delivers none twice.
 
 The process that creates a ring unlinks it. Segment names carry the creator's pid, so a later
 start can find and remove segments whose creator died (`remove_stale_segments`).
@@ -12,23 +17,21 @@ start can find and remove segments whose creator died (`remove_stale_segments`).
 from __future__ import annotations
 
 import contextlib
-import os
-import re
-import secrets
 import time
 from dataclasses import dataclass
 from enum import IntEnum
 from multiprocessing import shared_memory
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from edge_sdk.errors import EdgeSDKError
 
-SEGMENT_PREFIX = "edgesdk"
-SHM_DIR = Path("/dev/shm")
-_NAME = re.compile(rf"^{SEGMENT_PREFIX}-(\d+)-[0-9a-f]+-\d+$")
+from .process_lock import ProcessLock
+from .shared_segments import SHM_DIR, remove_stale_segments, segment_name, segments_of
+
+__all__ = ["FrameRing", "RingLayout", "SlotInfo", "SlotState", "remove_stale_segments", "segments_of"]
+_COUNTERS = 5
+"""written, dropped, delivered, highest delivered sequence number, skipped by the source."""
 
 
 class SlotState(IntEnum):
@@ -53,7 +56,7 @@ class RingLayout:
     # Header: per slot state(int64), owner(int64), seq(int64), height(int64), width(int64), timestamp(float64).
     @property
     def header_bytes(self) -> int:
-        return self.slots * 6 * 8 + 3 * 8  # + ring counters: written, dropped, delivered
+        return self.slots * 6 * 8 + _COUNTERS * 8
 
     @property
     def total_bytes(self) -> int:
@@ -70,25 +73,25 @@ class SlotInfo:
 
 
 class FrameRing:
-    """Create with `FrameRing.create(...)` in the parent; children `attach(name, layout, lock)`."""
+    """Create with `FrameRing.create(...)` in the parent; children `attach(name, layout)`."""
 
-    def __init__(self, segment: shared_memory.SharedMemory, layout: RingLayout, lock: Any, owner: bool):
+    def __init__(self, segment: shared_memory.SharedMemory, layout: RingLayout, owner: bool):
         self.segment = segment
         self.layout = layout
-        self.lock = lock
+        self.lock = ProcessLock(SHM_DIR / segment.name)
         self.owner = owner
         n = layout.slots
         ints = np.ndarray((5, n), dtype=np.int64, buffer=segment.buf, offset=0)
         self._state, self._owner, self._seq, self._height, self._width = ints
         self._timestamp = np.ndarray((n,), dtype=np.float64, buffer=segment.buf, offset=5 * n * 8)
-        self._counters = np.ndarray((3,), dtype=np.int64, buffer=segment.buf, offset=6 * n * 8)
+        self._counters = np.ndarray((_COUNTERS,), dtype=np.int64, buffer=segment.buf, offset=6 * n * 8)
         self._frames = np.ndarray(
             (n, layout.max_height, layout.max_width, 3), dtype=np.uint8, buffer=segment.buf, offset=layout.header_bytes
         )
 
     @classmethod
-    def create(cls, layout: RingLayout, lock: Any, index: int = 0) -> FrameRing:
-        name = f"{SEGMENT_PREFIX}-{os.getpid()}-{secrets.token_hex(4)}-{index}"
+    def create(cls, layout: RingLayout, token: str, index: int = 0) -> FrameRing:
+        name = segment_name(token, f"ring{index}")
         try:
             segment = shared_memory.SharedMemory(name=name, create=True, size=layout.total_bytes)
         except OSError as exc:
@@ -96,20 +99,21 @@ class FrameRing:
                 f"cannot create a {layout.total_bytes / 1e6:.0f} MB shared-memory frame ring ({exc.strerror}); "
                 "lower runtime.ring_slots or the source's max_frame_size, or enlarge /dev/shm"
             ) from None
-        ring = cls(segment, layout, lock, owner=True)
+        ring = cls(segment, layout, owner=True)
         ring._state[:] = SlotState.FREE
         ring._owner[:] = -1
         ring._seq[:] = -1
         ring._counters[:] = 0
+        ring._counters[3] = -1
         return ring
 
     @classmethod
-    def attach(cls, name: str, layout: RingLayout, lock: Any) -> FrameRing:
+    def attach(cls, name: str, layout: RingLayout) -> FrameRing:
         # Attaching registers the name with the resource tracker that spawned children share with
         # the creator; that is a no-op for a name it already holds, so the creator's unlink stays
         # the one that removes it (and the tracker cleans up if every process dies).
         segment = shared_memory.SharedMemory(name=name, create=False)
-        return cls(segment, layout, lock, owner=False)
+        return cls(segment, layout, owner=False)
 
     @property
     def name(self) -> str:
@@ -192,9 +196,16 @@ class FrameRing:
         """The pixels of a claimed slot (a view; valid until the slot is released)."""
         return self._frames[info.slot, : info.height, : info.width]
 
-    def hand_over(self, slot: int, owner: int) -> None:
+    def take_over(self, slot: int, seq: int, holder: int, owner: int) -> bool:
+        """Move a claimed slot from `holder` to `owner` if `holder` still has that frame there.
+
+        False means the message about it is stale: its sender died and the frame went back to
+        the ring (and may be redone by another worker, or already be)."""
         with self.lock:
+            if self._state[slot] != SlotState.IN_USE or self._owner[slot] != holder or self._seq[slot] != seq:
+                return False
             self._owner[slot] = owner
+            return True
 
     def release(self, slot: int, delivered: bool = False) -> None:
         """Free a slot; `delivered` counts its frame as having reached the sinks."""
@@ -203,14 +214,21 @@ class FrameRing:
             self._owner[slot] = -1
             if delivered:
                 self._counters[2] += 1
+                self._counters[3] = max(self._counters[3], self._seq[slot])
 
-    def reclaim(self, owner: int) -> int:
-        """Free every slot held by `owner` (a stage that died); returns how many."""
+    def recover(self, owner: int) -> tuple[int, int]:
+        """Take back the slots of `owner`, a stage that died: (frames to redo, slots freed).
+
+        A frame it was writing is incomplete and freed; a frame it held after capture goes back
+        to READY, unless a frame at least as new was already delivered (then it was delivered)."""
         with self.lock:
-            held = np.flatnonzero(self._owner == owner)
-            self._state[held] = SlotState.FREE
+            held = self._owner == owner
+            free = held & ((self._state == SlotState.WRITING) | (self._seq <= self._counters[3]))
+            redo = held & ~free
+            self._state[free] = SlotState.FREE
+            self._state[redo] = SlotState.READY
             self._owner[held] = -1
-            return int(held.size)
+            return int(redo.sum()), int(free.sum())
 
     # -- bookkeeping ---------------------------------------------------------------------------------
 
@@ -227,10 +245,27 @@ class FrameRing:
         """Frames whose results reached the sinks (kept in shared memory, so a stage crash loses no count)."""
         return int(self._counters[2])
 
-    def oldest_pending_seq(self) -> int | None:
-        """The lowest sequence number among frames committed but not yet released (None if none)."""
+    @property
+    def delivered_through(self) -> int:
+        """The highest sequence number delivered so far (-1 before the first)."""
+        return int(self._counters[3])
+
+    @property
+    def skipped(self) -> int:
+        """Frames the source could not decode and skipped (reported by the capture stage)."""
+        return int(self._counters[4])
+
+    def count_skipped(self, frames: int) -> None:
+        with self.lock:
+            self._counters[4] += frames
+
+    def oldest_pending_seq(self, other_than: int | None = None) -> int | None:
+        """The lowest sequence number among frames committed but not yet released (None if none),
+        leaving out the frames `other_than` holds."""
         with self.lock:
             pending = (self._state == SlotState.READY) | (self._state == SlotState.IN_USE)
+            if other_than is not None:
+                pending &= self._owner != other_than
             return int(self._seq[pending].min()) if pending.any() else None
 
     def last_seq(self) -> int:
@@ -247,38 +282,12 @@ class FrameRing:
         # numpy views keep the buffer exported; drop them before closing the mapping.
         del self._state, self._owner, self._seq, self._height, self._width, self._timestamp, self._counters
         del self._frames
+        self.lock.close()
         with contextlib.suppress(Exception):
             self.segment.close()
         if self.owner:
             with contextlib.suppress(FileNotFoundError):
                 self.segment.unlink()
-
-
-def remove_stale_segments(shm_dir: Path = SHM_DIR) -> list[str]:
-    """Unlink ring segments whose creating process is gone (left by a crash or SIGKILL)."""
-    removed = []
-    for path in shm_dir.glob(f"{SEGMENT_PREFIX}-*"):
-        match = _NAME.match(path.name)
-        if match and not _pid_alive(int(match.group(1))):
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
-                removed.append(path.name)
-    return removed
-
-
-def segments_of(pid: int, shm_dir: Path = SHM_DIR) -> list[str]:
-    """Names of ring segments created by `pid` that still exist."""
-    return sorted(p.name for p in shm_dir.glob(f"{SEGMENT_PREFIX}-{pid}-*"))
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def monotonic() -> float:

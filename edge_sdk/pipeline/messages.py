@@ -1,7 +1,9 @@
-"""The small messages stages send each other. Pixels never travel here: only slot ids and numbers."""
+"""The small messages stages send each other. Pixels never travel here: only slot ids, numbers and
+raw engine outputs."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +20,8 @@ class InferenceDone:
 
     source_index: int
     slot: int
+    holder: int
+    """Owner id of the worker that claimed the slot; the output takes the slot over from it."""
     frame: FrameMeta
     captured_at: float
     """Monotonic clock reading when the frame was written to the ring."""
@@ -40,3 +44,16 @@ class StageReport:
     latencies_ms: list[float] = field(default_factory=list)
     """Capture-to-result latencies of the frames finished since the previous report (output stage)."""
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StageFailure:
+    """Why a stage process is about to exit with an error; the runtime says it once, in one line."""
+
+    stage: str
+    message: str
+    final: bool
+    """True when a restart cannot help (the runtime does not restart the stage)."""
+    details: str = ""
+    """The traceback of an unexpected error, logged at debug level."""
+    pid: int = field(default_factory=os.getpid)

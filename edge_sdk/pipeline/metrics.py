@@ -39,6 +39,8 @@ class RunSummary:
     """Frames dropped per source (live sources under load)."""
     frames_skipped: dict[str, int] = field(default_factory=dict)
     """Frames per source that could not be decoded and were passed over (`source.on_error: skip`)."""
+    source_failures: dict[str, str] = field(default_factory=dict)
+    """Sources that failed for good (a file that broke, a camera whose reconnect policy gave up), and why."""
     restarts: dict[str, int] = field(default_factory=dict)
     """Stages that were restarted, and how often."""
     mean_batch: float = 1.0
@@ -58,6 +60,7 @@ class RunSummary:
             "sink_failures": self.sink_failures,
             "dropped": self.dropped,
             "frames_skipped": self.frames_skipped,
+            "source_failures": self.source_failures,
             "restarts": self.restarts,
             "mean_batch": round(self.mean_batch, 2),
             "engine_built": self.engine_built,

@@ -12,7 +12,7 @@ import dataclasses
 import logging
 import multiprocessing as mp
 import os
-import queue
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -22,17 +22,21 @@ from typing import Any
 import numpy as np
 
 from edge_sdk.engines.cache import EngineCache
-from edge_sdk.errors import EdgeSDKError
+from edge_sdk.errors import EdgeSDKError, SourceError
 from edge_sdk.profiles import DeviceProfile
 from edge_sdk.sources.registry import create_source
 from edge_sdk.sources.spec import BufferPolicy, SourceSpec
 from edge_sdk.status import StatusCallback, StatusEvent, StatusKind, ignore_status
 
 from .config import PipelineConfig, RuntimeSpec
-from .frame_ring import FrameRing, RingLayout, remove_stale_segments
-from .messages import StageReport
+from .control import RunControl
+from .frame_ring import FrameRing, RingLayout
+from .memory_budget import check_pipeline_memory
+from .message_socket import MessageListener, abstract_address, listening_socket
+from .messages import StageFailure, StageReport
 from .metrics import RunSummary
 from .models import PreparedModels, prepare_models
+from .shared_segments import new_run_token, remove_stale_segments, segment_name
 from .stages import (
     CapturePlan,
     InferencePlan,
@@ -43,11 +47,14 @@ from .stages import (
     run_inference,
     run_output,
 )
+from .stages.common import GAVE_UP_EXIT, started_without_stop_signals
 from .watchdog import RestartBudget
 
 log = logging.getLogger(__name__)
 
-DRAIN_SECONDS = 15.0
+SUPERVISE_SECONDS = 0.02
+KILL_SECONDS = 1.0
+"""What the stop timeout keeps back for killing and reaping the stages that did not drain."""
 OUTPUT_OWNER = 2000
 WORKER_OWNER = 1000
 
@@ -129,29 +136,41 @@ class PipelineRuntime:
         self._rings: list[FrameRing] = []
         self._stages: list[_Stage] = []
         self._failure: EdgeSDKError | None = None
+        self._source_failures: dict[str, str] = {}
+        self._causes: dict[int, StageFailure] = {}
+        """The last StageFailure each stage process (by pid) sent before it exited."""
         self._source_names: list[str] = []
         self._earlier_sums: dict[str, float] = {}
         self._first_result_at: float | None = None
-        self._dropped: dict[str, int] = {}
-        self._delivered: dict[str, int] = {}
+        self._counts: dict[str, dict[str, int]] = {}
+        self._control: RunControl | None = None
+        self._reports: MessageListener | None = None
+        self._results: socket.socket | None = None
+        self._token = new_run_token()
+        """Names this run's segments and sockets."""
 
     # -- public --------------------------------------------------------------------------------------
 
     def run(self, stop: threading.Event | None = None) -> RunSummary:
-        """Run until every source ends or `stop` is set; raise when a stage exhausts its restarts."""
+        """Run until every source ends or `stop` is set; raise when a stage fails for good."""
         stop = stop or threading.Event()
         stale = remove_stale_segments()
         if stale:
             log.warning("removed %d shared-memory segment(s) left by a pipeline that died: %s", len(stale), stale)
+        shapes = [self._source_shape(spec) for spec in self.config.sources]
+        workers, _threads = inference_layout(self.config.runtime, self.profile)
+        check_pipeline_memory(self.config, [size for _policy, size in shapes], workers=workers)
         models = prepare_models(self.config, self.profile, self.cache)
         started = time.monotonic()
         try:
-            channels = self._channels()
-            handles = self._create_rings()
+            channels = self._open_channels()
+            handles = self._create_rings(shapes)
             self._stages = self._plan_stages(models, handles, channels)
             for stage in self._stages:
+                if stop.is_set():
+                    break
                 self._start(stage)
-            self._supervise(channels, stop, started)
+            self._supervise(stop, started)
         finally:
             self._shutdown()
         if self._failure:
@@ -160,26 +179,22 @@ class PipelineRuntime:
 
     # -- set-up --------------------------------------------------------------------------------------
 
-    def _channels(self) -> StageChannels:
-        ctx, slots = self._ctx, self.config.runtime.ring_slots
-        return StageChannels(
-            tokens=ctx.Queue(maxsize=4 * slots * len(self.config.sources)),
-            results=ctx.Queue(maxsize=slots * len(self.config.sources)),
-            reports=ctx.Queue(),
-            stop=ctx.Event(),
-            captures_done=ctx.Event(),
-            workers_done=ctx.Event(),
-        )
+    def _open_channels(self) -> StageChannels:
+        token = self._token
+        self._control = RunControl.create(token)
+        reports = abstract_address(segment_name(token, "reports"))
+        results = abstract_address(segment_name(token, "results"))
+        self._reports = MessageListener(listening_socket(reports))
+        self._results = listening_socket(results)
+        return StageChannels(os.getpid(), self._control.handle, results, reports)
 
-    def _create_rings(self) -> list[RingHandle]:
+    def _create_rings(self, shapes: list[tuple[BufferPolicy, tuple[int, int]]]) -> list[RingHandle]:
         handles = []
-        for index, spec in enumerate(self.config.sources):
-            policy, (width, height) = self._source_shape(spec)
+        for index, (policy, (width, height)) in enumerate(shapes):
             layout = RingLayout(self.config.runtime.ring_slots, height, width)
-            lock = self._ctx.Lock()
-            ring = FrameRing.create(layout, lock, index)
+            ring = FrameRing.create(layout, self._token, index)
             self._rings.append(ring)
-            handles.append(RingHandle(ring.name, layout, lock, policy))
+            handles.append(RingHandle(ring.name, layout, policy))
         return handles
 
     def _source_shape(self, spec: SourceSpec) -> tuple[BufferPolicy, tuple[int, int]]:
@@ -192,7 +207,7 @@ class PipelineRuntime:
         with source:
             frame = source.read()
         if frame is None:
-            raise EdgeSDKError(f"source {spec.uri} has no frames")
+            raise SourceError(f"source {source.name}: {spec.uri} has no frames")
         return policy, (frame.meta.width, frame.meta.height)
 
     def _plan_stages(self, models: PreparedModels, handles: list[RingHandle], channels: StageChannels) -> list[_Stage]:
@@ -208,7 +223,6 @@ class PipelineRuntime:
             inference = InferencePlan(
                 worker=worker,
                 owner_id=WORKER_OWNER + worker,
-                output_owner_id=OUTPUT_OWNER,
                 engine=models.primary,
                 threads=threads,
                 input_name=models.input_name,
@@ -223,9 +237,10 @@ class PipelineRuntime:
             stages.append(
                 self._stage(f"inference:{worker}", "inference", WORKER_OWNER + worker, run_inference, inference)
             )
+        assert self._results is not None
         output = OutputPlan(
             OUTPUT_OWNER, config.name, config.postprocess, config.cascade, models.cascade, tuple(config.sinks),
-            tuple(handles), channels, workers, every,
+            tuple(handles), channels, self._results, every,
         )  # fmt: skip
         stages.append(self._stage("output", "output", OUTPUT_OWNER, run_output, output))
         return stages
@@ -236,81 +251,129 @@ class PipelineRuntime:
 
     def _start(self, stage: _Stage) -> None:
         stage.process = self._ctx.Process(target=stage.target, args=(stage.plan,), name=f"edge-sdk {stage.view.name}")
-        stage.process.start()
+        with started_without_stop_signals():
+            stage.process.start()
+        stage.finished = False
         stage.view.pid, stage.view.state = stage.process.pid, "running"
 
     # -- supervision ---------------------------------------------------------------------------------
 
-    def _supervise(self, channels: StageChannels, stop: threading.Event, started: float) -> None:
+    def _supervise(self, stop: threading.Event, started: float) -> None:
+        """The parent's loop. It waits only on its own socket, with a timeout, and polls the stage
+        processes: nothing a dead stage held can block it."""
+        assert self._control is not None
+        control = self._control
+        grace = max(0.5, self.config.runtime.stop_timeout_s - KILL_SECONDS)
         stopping_since: float | None = None
         next_snapshot = time.monotonic()
         while True:
-            self._drain_reports(channels.reports)
+            self._receive_reports(SUPERVISE_SECONDS)
             if (stop.is_set() or self._failure) and stopping_since is None:
                 stopping_since = time.monotonic()
-                channels.stop.set()
+                control.stop.set()
             for stage in self._stages:
-                if not stage.finished and not stage.process.is_alive():
-                    self._on_exit(stage, stopping=stopping_since is not None)
+                if stage.process is not None and not stage.finished and not stage.process.is_alive():
+                    self._on_exit(stage, stopping=stopping_since is not None or stop.is_set())
             if all(s.finished for s in self._stages if s.view.kind == "capture"):
-                channels.captures_done.set()
+                control.captures_done.set()
             if all(s.finished for s in self._stages if s.view.kind == "inference"):
-                channels.workers_done.set()
-            if all(s.finished for s in self._stages):
+                control.workers_done.set()
+            if all(s.finished or s.process is None for s in self._stages):
                 break
-            if stopping_since is not None and time.monotonic() - stopping_since > DRAIN_SECONDS:
-                log.warning("stages did not drain within %.0f s; terminating them", DRAIN_SECONDS)
+            if stopping_since is not None and time.monotonic() - stopping_since > grace:
+                log.warning("stages did not drain within %.1f s of the stop; killing them", grace)
                 break
             if self.on_snapshot and time.monotonic() >= next_snapshot:
                 self.on_snapshot(self.snapshot(time.monotonic() - started))
                 next_snapshot = time.monotonic() + 0.5
-            time.sleep(0.02)
-        self._drain_reports(channels.reports)
+        self._receive_reports(0)
 
     def _on_exit(self, stage: _Stage, stopping: bool) -> None:
         code = stage.process.exitcode
         stage.exit_codes.append(code)
+        self._receive_reports(0)  # what it said before it died
+        cause = self._causes.pop(stage.process.pid, None)
+        redone, freed = self._recover(stage.owner_id)
         if code == 0 or stopping:
             stage.finished, stage.view.state = True, "done" if code == 0 else f"exit {code}"
             return
-        freed = sum(ring.reclaim(stage.owner_id) for ring in self._rings)
+        reason = f"exit code {code}" + (f" ({cause.message})" if cause else "")
+        if cause and cause.details:
+            log.debug("stage %s: %s", stage.view.name, cause.details)
+        if code == GAVE_UP_EXIT or (cause and cause.final):
+            self._gave_up(stage, cause.message if cause else reason)
+            return
         if stage.budget.allow():
             stage.view.restarts += 1
-            if stage.view.kind == "capture":  # a file continues after the last frame it delivered
-                stage.plan = dataclasses.replace(stage.plan, resume_after=self._rings[stage.owner_id].last_seq())
-            if stage.view.kind == "output":  # keep what the sinks wrote before the crash
-                sinks = tuple(_resumed_sink(spec, stage.view.restarts) for spec in stage.plan.sinks)
-                stage.plan = dataclasses.replace(stage.plan, sinks=sinks)
+            self._prepare_restart(stage)
             self._emit(
                 StatusEvent(
                     StatusKind.STAGE_RESTARTED,
                     stage.view.name,
-                    f"exit code {code}; restart {stage.budget.used}/{stage.budget.max_restarts} "
-                    f"within {stage.budget.window_seconds:.0f} s; {freed} frame slot(s) reclaimed",
+                    f"{reason}; restart {stage.budget.used}/{stage.budget.max_restarts} within "
+                    f"{stage.budget.window_seconds:.0f} s; {redone} frame(s) to redo, {freed} slot(s) freed",
                     data={"exit_code": code, "restarts": stage.view.restarts},
                 )
             )
             self._start(stage)
+            if redone:
+                self._reopen_inference()
             return
         stage.finished, stage.view.state = True, f"failed ({code})"
         message = (
-            f"stage {stage.view.name} crashed (exit code {code}) after {stage.view.restarts} restart(s), "
+            f"stage {stage.view.name} crashed ({reason}) after {stage.view.restarts} restart(s), "
             f"more than runtime.max_restarts={stage.budget.max_restarts} within {stage.budget.window_seconds:.0f} s; "
             "pipeline stopped"
         )
         self._emit(StatusEvent(StatusKind.STAGE_FAILED, stage.view.name, message, data={"exit_code": code}))
         self._failure = self._failure or EdgeSDKError(message)
 
-    def _drain_reports(self, reports: Any) -> None:
-        while True:
-            try:
-                item = reports.get_nowait()
-            except (queue.Empty, EOFError, OSError):
-                return
+    def _recover(self, owner: int) -> tuple[int, int]:
+        """Give the frames a dead stage held back to the rings: (frames to redo, slots freed)."""
+        redone = freed = 0
+        for ring in self._rings:
+            redo, free = ring.recover(owner)
+            redone, freed = redone + redo, freed + free
+        return redone, freed
+
+    def _prepare_restart(self, stage: _Stage) -> None:
+        if stage.view.kind == "capture":  # continue after the last frame it delivered to the ring
+            stage.plan = dataclasses.replace(stage.plan, resume_after=self._rings[stage.owner_id].last_seq())
+        if stage.view.kind == "output":  # keep what the sinks wrote before the crash
+            sinks = tuple(_resumed_sink(spec, stage.view.restarts) for spec in stage.plan.sinks)
+            stage.plan = dataclasses.replace(stage.plan, sinks=sinks, resumed=True)
+
+    def _reopen_inference(self) -> None:
+        """Frames went back to the rings after every worker had finished (the output stage died
+        while draining): start the workers again so they are redone."""
+        assert self._control is not None
+        finished = [s for s in self._stages if s.view.kind == "inference" and s.finished]
+        if finished:
+            self._control.workers_done.clear()
+            for stage in finished:
+                self._start(stage)
+
+    def _gave_up(self, stage: _Stage, message: str) -> None:
+        """A stage failed for a reason a restart cannot fix: a source ends (the others go on), any
+        other stage stops the pipeline."""
+        stage.finished, stage.view.state = True, "failed"
+        if stage.view.kind == "capture":
+            name = stage.view.name.removeprefix("capture:")
+            self._source_failures[name] = message
+            self._emit(StatusEvent(StatusKind.SOURCE_FAILED, name, message))
+            return
+        self._emit(StatusEvent(StatusKind.STAGE_FAILED, stage.view.name, message))
+        self._failure = self._failure or EdgeSDKError(message)
+
+    def _receive_reports(self, timeout: float) -> None:
+        assert self._reports is not None
+        for item in self._reports.receive(timeout):
             if isinstance(item, StatusEvent):
                 self._emit(item)
             elif isinstance(item, StageReport):
                 self._record(item)
+            elif isinstance(item, StageFailure):
+                self._causes[item.pid] = item
 
     def _record(self, report: StageReport) -> None:
         for stage in self._stages:
@@ -349,7 +412,7 @@ class PipelineRuntime:
 
     def _summary(self, engine_built: bool, engine_seconds: float, wall: float) -> RunSummary:
         extra = self._output_extra
-        frames = sum(self._delivered.values())
+        frames = sum(counts["delivered"] for counts in self._counts.values())
         first, last = self._first_result_at or extra.get("first_result_at"), extra.get("last_result_at")
         # FPS over the span of results, so process start-up does not count against throughput.
         seconds = (last - first) * frames / max(frames - 1, 1) if first and last and frames > 1 else wall
@@ -366,28 +429,35 @@ class PipelineRuntime:
             sink_failures=dict(extra.get("sink_failures", {})),
             engine_built=engine_built,
             engine_seconds=engine_seconds,
-            dropped=dict(self._dropped),
+            dropped={name: counts["dropped"] for name, counts in self._counts.items()},
+            frames_skipped={name: counts["skipped"] for name, counts in self._counts.items() if counts["skipped"]},
+            source_failures=dict(self._source_failures),
             restarts={s.view.name: s.view.restarts for s in self._stages if s.view.restarts},
             mean_batch=(sums.get("batch", 0.0) / frames) if frames else 0.0,
         )
 
     def _shutdown(self) -> None:
+        """Kill what is still running (stages ignore SIGTERM: stopping them is the runtime's job),
+        reap it, then release every ring, flag and socket of the run."""
         for stage in self._stages:
-            process = stage.process
-            if process is not None and process.is_alive():
-                process.terminate()
+            if stage.process is not None and stage.process.is_alive():
+                stage.process.kill()
+        deadline = time.monotonic() + KILL_SECONDS
         for stage in self._stages:
-            process = stage.process
-            if process is not None:
-                process.join(timeout=5)
-                if process.is_alive():
-                    process.kill()
-                    process.join(timeout=5)
-        self._dropped = {name: ring.dropped for name, ring in zip(self._source_names, self._rings, strict=True)}
-        self._delivered = {name: ring.delivered for name, ring in zip(self._source_names, self._rings, strict=True)}
+            if stage.process is not None:
+                stage.process.join(timeout=max(0.0, deadline - time.monotonic()))
+        self._receive_reports(0) if self._reports else None
+        self._counts = {
+            name: {"delivered": ring.delivered, "dropped": ring.dropped, "skipped": ring.skipped}
+            for name, ring in zip(self._source_names, self._rings, strict=False)
+        }
         for ring in self._rings:
             ring.close()
         self._rings = []
+        for closeable in (self._reports, self._results, self._control):
+            if closeable is not None:
+                closeable.close()
+        self._reports = self._results = self._control = None
 
 
 _WARNINGS = {

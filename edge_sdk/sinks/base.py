@@ -15,6 +15,10 @@ class Sink(ABC):
     def open(self) -> None:  # noqa: B027 - most sinks need no set-up
         """Acquire files or connections; called once before the first write."""
 
+    def resume(self) -> None:  # noqa: B027 - only sinks that can see what they hold need it
+        """Called after open() by an output stage restarted after a crash: results this sink
+        already holds may come again (their frames were redone); skip those."""
+
     @abstractmethod
     def write(self, result: Result, image: np.ndarray) -> None:
         """Called once per frame with its result and its BGR pixels."""

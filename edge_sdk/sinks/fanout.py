@@ -23,6 +23,10 @@ class SinkFanout:
         for sink in list(self.sinks):
             self._guard(sink, "open", sink.open)
 
+    def resume(self) -> None:
+        for sink in list(self.sinks):
+            self._guard(sink, "resume", sink.resume)
+
     def write(self, result: Result, image: np.ndarray) -> None:
         for sink in list(self.sinks):
             self._guard(sink, "write", lambda s=sink: s.write(result, image))

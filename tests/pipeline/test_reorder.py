@@ -1,4 +1,4 @@
-"""Putting results of several inference workers back in order (files) or dropping stale ones (live)."""
+"""Putting results back in frame order (files) or dropping stale ones (live), with the ring as the truth."""
 
 from __future__ import annotations
 
@@ -13,7 +13,14 @@ from edge_sdk.sources.spec import BufferPolicy
 
 def done(index: int, source: int = 0) -> InferenceDone:
     return InferenceDone(
-        source, index % 8, FrameMeta("cam", index, 0.0, 4, 4), 0.0, InputGeometry.identity(4, 4), {"x": np.zeros(1)}, {}
+        source,
+        index % 8,
+        1000,
+        FrameMeta("cam", index, 0.0, 4, 4),
+        0.0,
+        InputGeometry.identity(4, 4),
+        {"x": np.zeros(1)},
+        {},
     )
 
 
@@ -21,31 +28,65 @@ def frames(results: list[InferenceDone]) -> list[int]:
     return [r.frame.index for r in results]
 
 
+class Ring:
+    """What the reorder asks of a ring: the oldest frame still on its way, the last one delivered."""
+
+    def __init__(self, in_flight: set[int], delivered_through: int = -1):
+        self.in_flight, self.delivered = in_flight, delivered_through
+
+    def older_in_flight(self, _index: int) -> int | None:
+        return min(self.in_flight, default=None)
+
+    def delivered_through(self, _index: int) -> int:
+        return self.delivered
+
+
 def test_reorder_when_a_file_frame_overtakes_its_predecessor_holds_it_until_the_predecessor_arrives() -> None:
-    # given two workers on a file whose frame 0 is still in flight when frame 1 finishes
-    reorder = Reorder([BufferPolicy.BLOCK], workers=2, oldest_pending=lambda _: 0)
+    # given frame 0 still with a worker when frame 1 arrives
+    ring = Ring(in_flight={0})
+    reorder = Reorder([BufferPolicy.BLOCK], ring.older_in_flight, ring.delivered_through)
     # when / then
     ready, stale = reorder.push(done(1))
     assert frames(ready) == [] and stale == [], "frame 1 waits for frame 0"
+    ring.in_flight.clear()
     ready, stale = reorder.push(done(0))
     assert frames(ready) == [0, 1], "both go out, in order, once frame 0 is there"
 
 
-def test_reorder_when_a_restarted_output_begins_mid_file_starts_from_the_oldest_frame_in_flight() -> None:
-    reorder = Reorder([BufferPolicy.BLOCK], workers=2, oldest_pending=lambda _: 40)
-    ready, _ = reorder.push(done(41))
-    assert frames(ready) == []
+def test_reorder_when_a_frame_goes_back_to_the_ring_to_be_redone_waits_for_it_without_a_timer() -> None:
+    # given frame 40 back in the ring (its worker died) while 41 and 42 have arrived
+    ring = Ring(in_flight={40})
+    reorder = Reorder([BufferPolicy.BLOCK], ring.older_in_flight, ring.delivered_through)
+    assert frames(reorder.push(done(41))[0]) == []
+    assert frames(reorder.push(done(42))[0]) == []
+    assert reorder.due() == [], "nothing goes out while frame 40 is still on its way"
+    # when frame 40 is redone and arrives
+    ring.in_flight.clear()
     ready, _ = reorder.push(done(40))
-    assert frames(ready) == [40, 41]
+    # then
+    assert frames(ready) == [40, 41, 42]
+
+
+def test_reorder_when_a_file_frame_was_delivered_before_a_restart_drops_the_redone_copy() -> None:
+    ring = Ring(in_flight=set(), delivered_through=7)
+    reorder = Reorder([BufferPolicy.BLOCK], ring.older_in_flight, ring.delivered_through)
+    ready, stale = reorder.push(done(7))
+    assert ready == [] and frames(stale) == [7], "a frame is delivered once"
+    assert frames(reorder.push(done(8))[0]) == [8]
 
 
 def test_reorder_when_a_live_frame_arrives_after_a_newer_one_drops_it_as_stale() -> None:
-    reorder = Reorder([BufferPolicy.LATEST], workers=2, oldest_pending=lambda _: 0)
+    ring = Ring(in_flight=set())
+    reorder = Reorder([BufferPolicy.LATEST], ring.older_in_flight, ring.delivered_through)
     assert frames(reorder.push(done(5))[0]) == [5], "live results go out at once"
+    ring.delivered = 5
     ready, stale = reorder.push(done(4))
     assert frames(ready) == [] and frames(stale) == [4], "an older live result is dropped, never delivered late"
 
 
-def test_reorder_when_one_worker_runs_delivers_in_arrival_order_without_waiting() -> None:
-    reorder = Reorder([BufferPolicy.BLOCK], workers=1, oldest_pending=lambda _: 0)
-    assert frames(reorder.push(done(3))[0]) == [3]
+def test_reorder_when_flushed_delivers_what_waits_in_order() -> None:
+    ring = Ring(in_flight={0})
+    reorder = Reorder([BufferPolicy.BLOCK], ring.older_in_flight, ring.delivered_through)
+    reorder.push(done(3))
+    reorder.push(done(2))
+    assert frames(reorder.flush()) == [2, 3]

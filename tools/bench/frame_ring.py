@@ -16,12 +16,13 @@ from typing import Any
 import numpy as np
 
 from edge_sdk.pipeline.frame_ring import FrameRing, RingLayout
+from edge_sdk.pipeline.shared_segments import new_run_token
 
 HEIGHT, WIDTH = 1080, 1920
 
 
-def ring_producer(name: str, layout: RingLayout, lock: Any, ids: Any, frames: int) -> None:
-    ring = FrameRing.attach(name, layout, lock)
+def ring_producer(name: str, layout: RingLayout, ids: Any, frames: int) -> None:
+    ring = FrameRing.attach(name, layout)
     for seq in range(frames):
         slot = None
         while slot is None:
@@ -44,10 +45,9 @@ def queue_producer(frames_queue: Any, frames: int) -> None:
 def run_ring(frames: int, slots: int) -> float:
     ctx = mp.get_context("spawn")
     layout = RingLayout(slots, HEIGHT, WIDTH)
-    lock = ctx.Lock()
-    ring = FrameRing.create(layout, lock)
+    ring = FrameRing.create(layout, new_run_token())
     ids = ctx.Queue()
-    producer = ctx.Process(target=ring_producer, args=(ring.name, layout, lock, ids, frames))
+    producer = ctx.Process(target=ring_producer, args=(ring.name, layout, ids, frames))
     producer.start()
     first = ids.get()  # start the clock once the producer runs, as for the queue
     started = time.perf_counter()

@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import contextlib
-import queue
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
+from edge_sdk.errors import PermanentSourceError
+from edge_sdk.sources.base import Source
 from edge_sdk.sources.registry import create_source
 from edge_sdk.sources.spec import BufferPolicy, SourceSpec
 
 from ..frame_ring import FrameRing, RingLayout, monotonic
-from .common import Reporter, RingHandle, StageChannels, child_setup
+from .common import IDLE_SECONDS, Reporter, RingHandle, StageChannels, StageLink, failures_reported
 
 
 @dataclass(frozen=True)
@@ -28,51 +26,59 @@ class CapturePlan:
     ring: RingHandle
     channels: StageChannels
     resume_after: int
-    """Skip frames up to this index (a restarted capture of a file continues where it was)."""
+    """The last frame a previous process of this stage put in the ring (-1 at the first start): a
+    file skips up to it, a live source numbers its frames on from it."""
     report_seconds: float
 
 
 def run_capture(plan: CapturePlan) -> None:
-    parent_alive = child_setup()
-    ring = FrameRing.attach(plan.ring.name, plan.ring.layout, plan.ring.lock)
-    channels = plan.channels
-    reporter = Reporter(f"capture:{plan.spec.name or plan.index}", channels.reports, plan.report_seconds)
-    live_policy = plan.ring.policy == BufferPolicy.LATEST
-    source = create_source(plan.spec, plan.base_dir, on_status=channels.reports.put, stop=channels.stop)
-    reporter.stage = f"capture:{source.name}"
-    try:
-        with source:
-            while not channels.stop.is_set() and parent_alive():
-                frame = source.read()
-                if frame is None:
-                    break
-                index = frame.meta.index
-                if index <= plan.resume_after:
-                    continue
-                started = time.perf_counter()
-                slot = _slot_for_write(ring, plan, live_policy, reporter, parent_alive)
-                if slot is None:
-                    if channels.stop.is_set() or not parent_alive():
-                        break
-                    continue  # live source and every slot busy: this frame is dropped (counted)
-                image = frame.image
-                height, width = image.shape[:2]
-                ring.frame_buffer(slot, height, width)[...] = _fit(image, ring.layout)
-                ring.commit(slot, index, height, width, monotonic())
-                reporter.frames += 1
-                reporter.busy += time.perf_counter() - started
-                reporter.dropped = ring.dropped
-                _wake(channels.tokens, plan.index)
-                reporter.tick()
-    finally:
+    link = StageLink(plan.channels)
+    stage = f"capture:{plan.spec.name or plan.index}"
+    with failures_reported(link, stage):
+        ring = FrameRing.attach(plan.ring.name, plan.ring.layout)
+        reporter = Reporter(stage, link, plan.report_seconds)
+        try:
+            source = create_source(plan.spec, plan.base_dir, on_status=link.report, stop=link.control.stop)
+            reporter.stage = f"capture:{source.name}"
+            with source:
+                _capture(source, ring, plan, link, reporter)
+        finally:
+            reporter.dropped = ring.dropped
+            reporter.tick(force=True)
+            ring.close()
+            link.close()
+
+
+def _capture(source: Source, ring: FrameRing, plan: CapturePlan, link: StageLink, reporter: Reporter) -> None:
+    live = plan.ring.policy == BufferPolicy.LATEST
+    skipped = 0
+    while link.running():
+        frame = source.read()
+        if source.frames_skipped > skipped:
+            ring.count_skipped(source.frames_skipped - skipped)
+            skipped = source.frames_skipped
+        if frame is None:
+            return
+        index = frame.meta.index
+        if live:
+            index += plan.resume_after + 1
+        elif index <= plan.resume_after:
+            continue
+        started = time.perf_counter()
+        slot = _slot_for_write(ring, plan, live, link)
+        if slot is None:
+            continue  # live source and every slot busy (the frame is counted as dropped), or stopping
+        image = frame.image
+        height, width = image.shape[:2]
+        ring.frame_buffer(slot, height, width)[...] = _fit(image, ring.layout, source.name)
+        ring.commit(slot, index, height, width, monotonic())
+        reporter.frames += 1
+        reporter.busy += time.perf_counter() - started
         reporter.dropped = ring.dropped
-        reporter.tick(force=True)
-        ring.close()
+        reporter.tick()
 
 
-def _slot_for_write(
-    ring: FrameRing, plan: CapturePlan, live: bool, reporter: Reporter, parent_alive: Callable[[], bool]
-) -> int | None:
+def _slot_for_write(ring: FrameRing, plan: CapturePlan, live: bool, link: StageLink) -> int | None:
     while True:
         slot, _dropped_ready = ring.acquire_for_write(plan.owner_id, drop_ready=live)
         if slot is not None:
@@ -80,20 +86,15 @@ def _slot_for_write(
         if live:
             ring.count_dropped()
             return None
-        if plan.channels.stop.wait(0.005) or not parent_alive():  # files: back-pressure, nothing is lost
+        if not link.running():  # files: back-pressure, nothing is lost
             return None
+        time.sleep(IDLE_SECONDS)
 
 
-def _fit(image: np.ndarray, layout: RingLayout) -> np.ndarray:
+def _fit(image: np.ndarray, layout: RingLayout, source: str) -> np.ndarray:
     if image.shape[0] <= layout.max_height and image.shape[1] <= layout.max_width:
         return image
-    raise ValueError(
-        f"frame {image.shape[1]}x{image.shape[0]} is larger than the ring's "
-        f"{layout.max_width}x{layout.max_height} slots; set the source's max_frame_size"
+    raise PermanentSourceError(
+        f"source {source}: frame {image.shape[1]}x{image.shape[0]} is larger than the ring's "
+        f"{layout.max_width}x{layout.max_height} slots; raise runtime.max_frame_size"
     )
-
-
-def _wake(tokens: Any, index: int) -> None:
-    # A full queue means the workers are awake with plenty to do; the ring holds the frame anyway.
-    with contextlib.suppress(queue.Full):
-        tokens.put_nowait(index)

@@ -1,20 +1,34 @@
-"""What every stage process shares: ring handles, channels, a reporter, child set-up."""
+"""What every stage process shares: ring handles, the run's links, a reporter, child set-up."""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import signal
+import sys
 import time
-from collections.abc import Callable
+import traceback
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from edge_sdk.errors import EdgeSDKError
 from edge_sdk.sources.spec import BufferPolicy
 
+from ..control import ControlHandle, RunControl
 from ..frame_ring import FrameRing, RingLayout
-from ..messages import StageReport
+from ..message_socket import MessageSender
+from ..messages import StageFailure, StageReport
 
 POLL_SECONDS = 0.05
+IDLE_SECONDS = 0.002
+"""How long a stage with nothing to do sleeps before it looks at the rings again."""
+GAVE_UP_EXIT = 86
+"""Exit code of a stage that failed for a reason a restart cannot fix (its StageFailure says why)."""
+CRASHED_EXIT = 1
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True)
@@ -23,33 +37,59 @@ class RingHandle:
 
     name: str
     layout: RingLayout
-    lock: Any
     policy: BufferPolicy
 
 
 @dataclass(frozen=True)
 class StageChannels:
-    """Queues and events every stage shares."""
+    """How a stage reaches the rest of the run. No lock, queue or event is shared: a stage that
+    dies cannot leave anything held that the others wait on."""
 
-    tokens: Any
-    """Capture -> inference: a source index per committed frame (a wake-up; the ring holds the truth)."""
-    results: Any
-    """Inference -> output: one InferenceDone per frame."""
-    reports: Any
-    """Every stage -> runtime: StageReport and StatusEvent."""
-    stop: Any
-    """Set by the runtime: finish what is in flight and exit."""
-    captures_done: Any
-    """Set by the runtime once every capture stage has finished: workers drain the rings and exit."""
-    workers_done: Any
-    """Set by the runtime once every inference worker has finished: output drains its queue and exits."""
+    parent_pid: int
+    control: ControlHandle
+    """Flags the runtime sets: stop, captures_done (workers drain and exit), workers_done (output drains)."""
+    results_address: str
+    """Inference -> output: one InferenceDone per frame (a socket the runtime keeps listening)."""
+    reports_address: str
+    """Every stage -> runtime: StageReport, StatusEvent and StageFailure."""
+
+
+class StageLink:
+    """A stage process's end of the run: its flags, its report connection, the parent check."""
+
+    def __init__(self, channels: StageChannels):
+        self.parent_pid = channels.parent_pid
+        child_setup(channels.parent_pid)
+        self.control = RunControl.attach(channels.control)
+        self._reports = MessageSender(channels.reports_address, give_up=lambda: not self.parent_alive())
+        self._stop_seen: float | None = None
+
+    def parent_alive(self) -> bool:
+        return os.getppid() == self.parent_pid
+
+    def running(self) -> bool:
+        """Neither stopped by the runtime nor orphaned."""
+        return self.parent_alive() and not self.control.stop.is_set()
+
+    def seconds_since_stop(self) -> float | None:
+        """How long ago this stage first saw the stop flag (None while it is not set)."""
+        if self._stop_seen is None and self.control.stop.is_set():
+            self._stop_seen = time.monotonic()
+        return None if self._stop_seen is None else time.monotonic() - self._stop_seen
+
+    def report(self, item: Any) -> None:
+        self._reports.send(item)
+
+    def close(self) -> None:
+        self._reports.close()
+        self.control.close()
 
 
 class Reporter:
     """Counts a stage's work and sends a StageReport every `every` seconds."""
 
-    def __init__(self, stage: str, reports: Any, every: float, extra: Callable[[], dict[str, Any]] = dict):
-        self.stage, self.reports, self.every = stage, reports, every
+    def __init__(self, stage: str, link: StageLink, every: float, extra: Callable[[], dict[str, Any]] = dict):
+        self.stage, self.link, self.every = stage, link, every
         self.extra = extra
         """Called only when a report goes out, so stage-specific counters cost nothing per frame."""
         self.frames = 0
@@ -63,17 +103,51 @@ class Reporter:
             report = StageReport(
                 self.stage, os.getpid(), self.frames, self.busy, self.dropped, self.latencies, self.extra()
             )
-            self.reports.put(report)
+            self.link.report(report)
             self.latencies = []
             self._next = time.monotonic() + self.every
 
 
-def child_setup() -> Callable[[], bool]:
-    """Ignore Ctrl-C (the runtime drains the pipeline) and return a check that the parent is alive."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    parent = os.getppid()
-    return lambda: os.getppid() == parent
+def child_setup(parent_pid: int) -> None:
+    """Stop signals are the runtime's to handle: a stage ignores them (Ctrl-C reaches the whole
+    process group) and is stopped through its flags, or killed. A stage dies with its parent."""
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # blocked by the runtime while it started us
+    if sys.platform == "linux":
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent_pid:  # the parent died before the line above took effect
+        os._exit(CRASHED_EXIT)
+
+
+@contextlib.contextmanager
+def started_without_stop_signals() -> Iterator[None]:
+    """Block SIGINT/SIGTERM in this thread while a child is spawned, so the child inherits them
+    blocked and a Ctrl-C during its start-up (imports) cannot print a traceback there; the
+    parent's handlers run as soon as they are unblocked again."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+
+
+@contextlib.contextmanager
+def failures_reported(link: StageLink, stage: str) -> Iterator[None]:
+    """Turn a stage's exception into one StageFailure for the runtime and an exit code: an SDK
+    error (a dead source, an engine that cannot load) is final, anything else is a crash the
+    runtime may restart."""
+    try:
+        yield
+    except EdgeSDKError as error:
+        link.report(StageFailure(stage, str(error), final=True))
+        raise SystemExit(GAVE_UP_EXIT) from None
+    except Exception as error:
+        link.report(
+            StageFailure(stage, f"{type(error).__name__}: {error}", final=False, details=traceback.format_exc())
+        )
+        raise SystemExit(CRASHED_EXIT) from None
 
 
 def attach_rings(handles: tuple[RingHandle, ...]) -> list[FrameRing]:
-    return [FrameRing.attach(h.name, h.layout, h.lock) for h in handles]
+    return [FrameRing.attach(h.name, h.layout) for h in handles]

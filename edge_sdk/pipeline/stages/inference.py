@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import queue
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -14,16 +13,16 @@ from edge_sdk.results import FrameMeta
 from edge_sdk.sources.spec import BufferPolicy
 
 from ..frame_ring import FrameRing, SlotInfo, monotonic
+from ..message_socket import MessageSender
 from ..messages import InferenceDone
 from ..preprocess import FrameFeed, PreprocessSpec, frame_feed
-from .common import POLL_SECONDS, Reporter, RingHandle, StageChannels, attach_rings, child_setup
+from .common import IDLE_SECONDS, Reporter, RingHandle, StageChannels, StageLink, attach_rings, failures_reported
 
 
 @dataclass(frozen=True)
 class InferencePlan:
     worker: int
     owner_id: int
-    output_owner_id: int
     engine: PreparedEngine
     threads: int | None
     input_name: str
@@ -37,38 +36,54 @@ class InferencePlan:
 
 
 def run_inference(plan: InferencePlan) -> None:
-    parent_alive = child_setup()
-    rings = attach_rings(plan.rings)
-    channels = plan.channels
-    reporter = Reporter(f"inference:{plan.worker}", channels.reports, plan.report_seconds)
-    runner = plan.engine.open(threads=plan.threads, share_cpu=True)
-    runner.activate()
-    model_input = next(meta for meta in runner.inputs if meta.name == plan.input_name)
-    feed = frame_feed(plan.preprocess, model_input)
+    link = StageLink(plan.channels)
+    stage = f"inference:{plan.worker}"
+    with failures_reported(link, stage):
+        rings = attach_rings(plan.rings)
+        reporter = Reporter(stage, link, plan.report_seconds)
+        results = MessageSender(plan.channels.results_address, give_up=lambda: _give_up_sending(link))
+        runner = plan.engine.open(threads=plan.threads, share_cpu=True)
+        try:
+            runner.activate()
+            model_input = next(meta for meta in runner.inputs if meta.name == plan.input_name)
+            _serve(
+                rings, plan, link, reporter, _Batcher(plan, runner, frame_feed(plan.preprocess, model_input), results)
+            )
+        finally:
+            reporter.tick(force=True)
+            runner.deactivate()
+            results.close()
+            for ring in rings:
+                ring.close()
+            link.close()
+
+
+def _serve(rings: list[FrameRing], plan: InferencePlan, link: StageLink, reporter: Reporter, batcher: _Batcher) -> None:
+    """On stop, what was already inferred still reaches the sinks; frames waiting in rings do not."""
     next_source = 0
-    try:
-        # On stop, what was already inferred still reaches the sinks; frames waiting in rings do not.
-        while parent_alive() and not channels.stop.is_set():
-            batch = _gather(rings, plan, next_source)
-            next_source = (next_source + 1) % len(rings)
-            if batch:
-                started = time.perf_counter()
-                _infer_batch(batch, rings, plan, runner, feed)
-                reporter.frames += len(batch)
-                reporter.busy += time.perf_counter() - started
-                reporter.tick()
-                continue
-            if channels.captures_done.is_set() and not _any_ready(rings):
-                break
-            try:
-                channels.tokens.get(timeout=POLL_SECONDS)
-            except queue.Empty:
-                reporter.tick()
-    finally:
-        reporter.tick(force=True)
-        runner.deactivate()
-        for ring in rings:
-            ring.close()
+    while link.running():
+        batch = _gather(rings, plan, next_source)
+        next_source = (next_source + 1) % len(rings)
+        if batch:
+            started = time.perf_counter()
+            batcher.infer(batch, rings)
+            reporter.frames += len(batch)
+            reporter.busy += time.perf_counter() - started
+            reporter.tick()
+            continue
+        if link.control.captures_done.is_set() and not _any_ready(rings):
+            return
+        reporter.tick()
+        time.sleep(IDLE_SECONDS)
+
+
+def _give_up_sending(link: StageLink, patience: float = 2.0) -> bool:
+    """While stopping, a result the output stage does not take (it died) is given up after
+    `patience` seconds instead of holding up the drain; an orphan gives up at once."""
+    if not link.parent_alive():
+        return True
+    waited = link.seconds_since_stop()
+    return waited is not None and waited > patience
 
 
 def _gather(rings: list[FrameRing], plan: InferencePlan, first: int) -> list[tuple[int, SlotInfo]]:
@@ -92,55 +107,41 @@ def _any_ready(rings: list[FrameRing]) -> bool:
     return any(ring.states()["ready"] for ring in rings)
 
 
-def _infer_batch(
-    batch: list[tuple[int, SlotInfo]],
-    rings: list[FrameRing],
-    plan: InferencePlan,
-    runner: Any,
-    feed: FrameFeed,
-) -> None:
-    started = time.perf_counter()
-    tensors = [feed(rings[index].frame(info)) for index, info in batch]
-    # Frames of different sizes (raw frames for a folded engine, or no resize) cannot share one tensor.
-    groups: dict[tuple[int, ...], list[int]] = {}
-    for position, tensor in enumerate(tensors):
-        groups.setdefault(tensor.shape, []).append(position)
-    preprocessed = time.perf_counter()
-    outputs_per_frame: list[dict[str, np.ndarray]] = [{} for _ in batch]
-    for positions in groups.values():
-        stacked = np.concatenate([tensors[p] for p in positions]) if len(positions) > 1 else tensors[positions[0]]
-        outputs = runner.infer({plan.input_name: stacked})
-        for row, position in enumerate(positions):
-            outputs_per_frame[position] = {name: np.array(value[row]) for name, value in outputs.items()}
-    inferred = time.perf_counter()
-    timings = {
-        "preprocess": (preprocessed - started) * 1000 / len(batch),
-        "infer": (inferred - preprocessed) * 1000 / len(batch),
-        "batch": float(len(batch)),
-    }
-    now_wall, now_mono = time.time(), monotonic()
-    for (index, info), outputs in zip(batch, outputs_per_frame, strict=True):
-        meta = FrameMeta(
-            plan.source_names[index], info.seq, now_wall - (now_mono - info.timestamp), info.width, info.height
-        )
-        rings[index].hand_over(info.slot, plan.output_owner_id)
-        done = InferenceDone(
-            index, info.slot, meta, info.timestamp, feed.geometry(info.width, info.height), outputs, timings
-        )
-        if not _put_result(plan.channels, done):
-            rings[index].release(info.slot)
+class _Batcher:
+    """Runs the engine on a batch of claimed slots and sends each frame's outputs to the output stage."""
 
+    def __init__(self, plan: InferencePlan, runner: Any, feed: FrameFeed, results: MessageSender):
+        self.plan, self.runner, self.feed, self.results = plan, runner, feed, results
 
-def _put_result(channels: StageChannels, done: InferenceDone, patience: float = 2.0) -> bool:
-    """Queue a result for the output stage; when stopping and the output stage takes nothing (it
-    died), give up after `patience` seconds instead of blocking the drain."""
-    waited = 0.0
-    while True:
-        try:
-            channels.results.put(done, timeout=POLL_SECONDS)
-            return True
-        except queue.Full:
-            if channels.stop.is_set():
-                waited += POLL_SECONDS
-                if waited >= patience:
-                    return False
+    def infer(self, batch: list[tuple[int, SlotInfo]], rings: list[FrameRing]) -> None:
+        plan, feed = self.plan, self.feed
+        started = time.perf_counter()
+        tensors = [feed(rings[index].frame(info)) for index, info in batch]
+        # Frames of different sizes (raw frames for a folded engine, or no resize) cannot share one tensor.
+        groups: dict[tuple[int, ...], list[int]] = {}
+        for position, tensor in enumerate(tensors):
+            groups.setdefault(tensor.shape, []).append(position)
+        preprocessed = time.perf_counter()
+        outputs_per_frame: list[dict[str, np.ndarray]] = [{} for _ in batch]
+        for positions in groups.values():
+            stacked = np.concatenate([tensors[p] for p in positions]) if len(positions) > 1 else tensors[positions[0]]
+            outputs = self.runner.infer({plan.input_name: stacked})
+            for row, position in enumerate(positions):
+                outputs_per_frame[position] = {name: np.array(value[row]) for name, value in outputs.items()}
+        inferred = time.perf_counter()
+        timings = {
+            "preprocess": (preprocessed - started) * 1000 / len(batch),
+            "infer": (inferred - preprocessed) * 1000 / len(batch),
+            "batch": float(len(batch)),
+        }
+        now_wall, now_mono = time.time(), monotonic()
+        for (index, info), outputs in zip(batch, outputs_per_frame, strict=True):
+            meta = FrameMeta(
+                plan.source_names[index], info.seq, now_wall - (now_mono - info.timestamp), info.width, info.height
+            )
+            geometry = feed.geometry(info.width, info.height)
+            done = InferenceDone(index, info.slot, plan.owner_id, meta, info.timestamp, geometry, outputs, timings)
+            # The output stage takes the slot over when the message arrives; until then it is ours,
+            # so if this process dies the runtime gives the frame back to the ring to be redone.
+            if not self.results.send(done):
+                rings[index].release(info.slot)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-import queue
+import socket
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -14,11 +14,13 @@ from edge_sdk.postprocess import PostprocessSpec, build_postprocessor
 from edge_sdk.postprocess.cascade import Cascade, CascadeSpec, NoCascade
 from edge_sdk.results import Result
 from edge_sdk.sinks import SinkFanout, SinkSpec, create_sink
+from edge_sdk.sources.spec import BufferPolicy
 from edge_sdk.status import StatusEvent, StatusKind
 
 from ..frame_ring import SlotInfo, monotonic
+from ..message_socket import MessageListener
 from ..messages import InferenceDone
-from .common import POLL_SECONDS, Reporter, RingHandle, StageChannels, attach_rings, child_setup
+from .common import POLL_SECONDS, Reporter, RingHandle, StageChannels, StageLink, attach_rings, failures_reported
 from .reorder import Reorder
 
 
@@ -32,46 +34,52 @@ class OutputPlan:
     sinks: tuple[SinkSpec, ...]
     rings: tuple[RingHandle, ...]
     channels: StageChannels
-    workers: int
+    results: socket.socket
+    """The listening socket of the results channel; the runtime keeps it open across restarts."""
     report_seconds: float
+    resumed: bool = False
+    """A restart after a crash: sinks continue after what they already hold."""
 
 
 def run_output(plan: OutputPlan) -> None:
-    parent_alive = child_setup()
-    output = _Output(plan)
-    channels = plan.channels
-    reorder = Reorder(
-        [ring.policy for ring in plan.rings],
-        plan.workers,
-        oldest_pending=lambda index: output.rings[index].oldest_pending_seq(),
-    )
-    try:
-        while parent_alive():
-            workers_done = channels.workers_done.is_set()  # read before get(): nothing can follow it
-            try:
-                ready, stale = reorder.push(channels.results.get(timeout=POLL_SECONDS))
-            except queue.Empty:
-                if workers_done:
+    link = StageLink(plan.channels)
+    with failures_reported(link, "output"):
+        inbox = MessageListener(plan.results)
+        output = _Output(plan, link)
+        reorder = Reorder(
+            [ring.policy for ring in plan.rings],
+            older_in_flight=lambda index: output.rings[index].oldest_pending_seq(other_than=plan.owner_id),
+            delivered_through=lambda index: output.rings[index].delivered_through,
+        )
+        try:
+            while link.parent_alive():
+                workers_done = link.control.workers_done.is_set()  # read before receive(): nothing can follow it
+                messages = inbox.receive(POLL_SECONDS)
+                if not messages and workers_done:
                     break
-                ready, stale = reorder.due(), []
-            for done in stale:
-                output.drop(done)
-            for done in ready:
-                output.deliver(done)
-            output.reporter.tick()
-        for done in reorder.flush():
-            output.deliver(done)
-    finally:
-        output.close()
+                for done in messages:
+                    if output.take(done):
+                        ready, stale = reorder.push(done)
+                        output.drop(stale)
+                        output.deliver(ready)
+                output.deliver(reorder.due())
+                output.reporter.tick()
+            output.deliver(reorder.flush())
+        finally:
+            output.close()
+            inbox.close()
+            link.close()
 
 
 class _Output:
     """Post-process, sinks, slot release, and the counters the run summary needs."""
 
-    def __init__(self, plan: OutputPlan):
+    def __init__(self, plan: OutputPlan, link: StageLink):
+        self.owner_id = plan.owner_id
+        self.policies = [ring.policy for ring in plan.rings]
         self.rings = attach_rings(plan.rings)
-        self.reports = plan.channels.reports
-        self.reporter = Reporter("output", self.reports, plan.report_seconds, extra=self._report_extra)
+        self.link = link
+        self.reporter = Reporter("output", link, plan.report_seconds, extra=self._report_extra)
         self.postprocess = build_postprocessor(plan.postprocess)
         self.cascade: Cascade | NoCascade = NoCascade()
         self._cascade_runner: EngineRunner | None = None
@@ -81,25 +89,33 @@ class _Output:
             self.cascade = Cascade(plan.cascade, self._cascade_runner)
         self.sinks = SinkFanout([create_sink(spec, plan.pipeline_name) for spec in plan.sinks])
         self.sinks.open()
+        if plan.resumed:
+            self.sinks.resume()
         self.reported_failures: set[str] = set()
         self.timing_sums: dict[str, float] = {}
         self.first_result_at: float | None = None
         self.last_result_at: float | None = None
 
-    def deliver(self, done: InferenceDone) -> None:
+    def take(self, done: InferenceDone) -> bool:
+        """Take the frame's slot over from the worker that sent it; False for a stale message (its
+        worker died and the frame went back to the ring to be redone)."""
+        return self.rings[done.source_index].take_over(done.slot, done.frame.index, done.holder, self.owner_id)
+
+    def deliver(self, results: list[InferenceDone]) -> None:
+        for done in results:
+            self._deliver(done)
+
+    def _deliver(self, done: InferenceDone) -> None:
+        # Should this raise, the slot stays ours: the runtime gives the frame back to be redone.
         started = time.perf_counter()
         ring = self.rings[done.source_index]
         image = ring.frame(SlotInfo(done.slot, done.frame.index, done.frame.height, done.frame.width, done.captured_at))
-        try:
-            result: Result = self.postprocess(done.outputs, done.frame, done.geometry)
-            result = self.cascade(result, image)
-            timings = dict(done.timings_ms, postprocess=(time.perf_counter() - started) * 1000)
-            timings["total"] = (monotonic() - done.captured_at) * 1000
-            result = dataclasses.replace(result, timings_ms=timings)
-            self.sinks.write(result, image)
-        except BaseException:
-            ring.release(done.slot)
-            raise
+        result: Result = self.postprocess(done.outputs, done.frame, done.geometry)
+        result = self.cascade(result, image)
+        timings = dict(done.timings_ms, postprocess=(time.perf_counter() - started) * 1000)
+        timings["total"] = (monotonic() - done.captured_at) * 1000
+        result = dataclasses.replace(result, timings_ms=timings)
+        self.sinks.write(result, image)
         ring.release(done.slot, delivered=True)
         for name, value in timings.items():
             self.timing_sums[name] = self.timing_sums.get(name, 0.0) + value
@@ -113,7 +129,7 @@ class _Output:
             for name, problem in self.sinks.failures.items():
                 if name not in self.reported_failures:
                     self.reported_failures.add(name)
-                    self.reports.put(StatusEvent(StatusKind.SINK_FAILED, name, problem))
+                    self.link.report(StatusEvent(StatusKind.SINK_FAILED, name, problem))
 
     def _report_extra(self) -> dict[str, Any]:
         return {
@@ -123,11 +139,14 @@ class _Output:
             "last_result_at": self.last_result_at,
         }
 
-    def drop(self, done: InferenceDone) -> None:
-        """A live frame overtaken by a newer one: free its slot and count it as dropped."""
-        ring = self.rings[done.source_index]
-        ring.release(done.slot)
-        ring.count_dropped()
+    def drop(self, results: list[InferenceDone]) -> None:
+        """Free the slots of results not to deliver: a live frame overtaken by a newer one (counted
+        as dropped), or a file frame that was delivered before a restart and redone."""
+        for done in results:
+            ring = self.rings[done.source_index]
+            ring.release(done.slot)
+            if self.policies[done.source_index] == BufferPolicy.LATEST:
+                ring.count_dropped()
 
     def close(self) -> None:
         self.sinks.close()

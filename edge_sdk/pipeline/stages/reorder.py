@@ -1,8 +1,7 @@
-"""Putting results of several inference workers back in order (files) or dropping stale ones (live)."""
+"""Putting results back in frame order (files) or dropping stale ones (live sources)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 from edge_sdk.sources.spec import BufferPolicy
@@ -11,43 +10,43 @@ from ..messages import InferenceDone
 
 
 class Reorder:
-    """With several inference workers, results of one source can arrive out of order.
+    """Results of one source can arrive out of order: several workers, or a frame redone after the
+    worker that had it died. The ring knows which frames are still on their way, so nothing waits
+    on a timer:
 
-    Files (block policy) are put back in order; a gap (a frame lost with a crashed worker) is skipped
-    once later frames have waited `patience` seconds. Live sources (latest policy) have gaps by
-    design, so nothing waits: a result older than one already delivered is stale and is dropped.
+    - files (block policy) go out in frame order: a result waits while an older frame of its source
+      is still in the ring (READY, or claimed by a worker);
+    - live sources (latest policy) go out at once; a result no newer than one already delivered
+      is stale and is dropped.
+
+    A result no newer than the source's last delivered frame is dropped for either policy: for a file
+    that is a frame delivered before a stage restart and redone.
     """
 
     def __init__(
         self,
         policies: list[BufferPolicy],
-        workers: int,
-        oldest_pending: Callable[[int], int | None],
-        patience: float = 1.0,
+        older_in_flight: Callable[[int], int | None],
+        delivered_through: Callable[[int], int],
     ):
-        self.ordered = [workers > 1 and policy == BufferPolicy.BLOCK for policy in policies]
-        self.oldest_pending = oldest_pending
-        """Lowest frame index of a source still in flight: where its order starts (also after a restart)."""
-        self.patience = patience
-        self.expected: list[int | None] = [None] * len(policies)
-        self.waiting: list[dict[int, tuple[float, InferenceDone]]] = [{} for _ in policies]
+        self.ordered = [policy == BufferPolicy.BLOCK for policy in policies]
+        self.older_in_flight = older_in_flight
+        """Lowest frame index of a source in the ring and not yet here (None if none)."""
+        self.delivered_through = delivered_through
+        self.waiting: list[dict[int, InferenceDone]] = [{} for _ in policies]
 
     def push(self, done: InferenceDone) -> tuple[list[InferenceDone], list[InferenceDone]]:
-        """(results to deliver now, stale results to drop)."""
+        """(results to deliver now, results to drop)."""
         index = done.source_index
+        if done.frame.index <= self.delivered_through(index) or done.frame.index in self.waiting[index]:
+            return [], [done]
         if not self.ordered[index]:
-            expected = self.expected[index]
-            if expected is not None and done.frame.index < expected:
-                return [], [done]
-            self.expected[index] = done.frame.index + 1
             return [done], []
-        if self.expected[index] is None:
-            self.expected[index] = self.oldest_pending(index)
-        self.waiting[index][done.frame.index] = (time.monotonic(), done)
+        self.waiting[index][done.frame.index] = done
         return self._release(index), []
 
     def due(self) -> list[InferenceDone]:
-        """Results whose wait for a missing predecessor has run out."""
+        """Results whose older frames have arrived (or were given up) since they were pushed."""
         out = []
         for index in range(len(self.waiting)):
             out += self._release(index)
@@ -56,18 +55,14 @@ class Reorder:
     def flush(self) -> list[InferenceDone]:
         out = []
         for waiting in self.waiting:
-            out += [done for _, (_, done) in sorted(waiting.items())]
+            out += [done for _, done in sorted(waiting.items())]
             waiting.clear()
         return out
 
     def _release(self, index: int) -> list[InferenceDone]:
-        waiting, out = self.waiting[index], []
-        while waiting:
-            expected = self.expected[index]
-            oldest = min(waiting)
-            if expected is None or oldest == expected or time.monotonic() - waiting[oldest][0] > self.patience:
-                out.append(waiting.pop(oldest)[1])
-                self.expected[index] = oldest + 1
-            else:
-                break
+        waiting = self.waiting[index]
+        if not waiting:
+            return []
+        older = self.older_in_flight(index)
+        out = [waiting.pop(seq) for seq in sorted(waiting) if older is None or seq < older]
         return out
