@@ -11,13 +11,15 @@ from collections.abc import Callable
 from contextlib import ExitStack
 
 from edge_sdk.engines.cache import EngineCache
+from edge_sdk.errors import SourceError
 from edge_sdk.postprocess import build_postprocessor
 from edge_sdk.profiles import DeviceProfile
 from edge_sdk.results import Result
 from edge_sdk.sinks import SinkFanout, create_sink
 from edge_sdk.sources.base import Source
 from edge_sdk.sources.registry import create_source
-from edge_sdk.status import StatusCallback, ignore_status
+from edge_sdk.sources.skipped_frames import report
+from edge_sdk.status import StatusCallback, StatusEvent, StatusKind, ignore_status
 
 from .config import PipelineConfig
 from .metrics import LatencyRecorder, RunSummary
@@ -36,8 +38,10 @@ def run_inline(
     """Run until every source ends (or `stop` is set); returns frame count, FPS, latencies and the
     frames each source skipped.
 
-    A source that cannot be created, opened or read raises its SourceError (one line naming the
-    source and the cause); everything opened so far is closed first.
+    A source that cannot be created or opened raises its SourceError (one line naming the source
+    and the cause) before any frame, after closing what was opened. A source that fails while it is
+    read (`on_error: stop` at a corrupt frame, a camera whose reconnect policy gave up) ends; the
+    others go on, and the summary's `source_failures` says which failed and why.
     """
     stop = stop or threading.Event()
     sources = [create_source(spec, config.base_dir, on_status=on_status, stop=stop) for spec in config.sources]
@@ -61,13 +65,21 @@ def run_inline(
         stack.callback(sinks.close)
         sinks.open()
         active: list[Source] = list(sources)
+        source_failures: dict[str, str] = {}
         started = time.perf_counter()
         while active and not stop.is_set():
             for source in list(active):
                 if stop.is_set():
                     break
                 t0 = time.perf_counter()
-                frame = source.read()
+                try:
+                    frame = source.read()
+                except SourceError as error:
+                    active.remove(source)
+                    source_failures[source.name] = str(error)
+                    if not source.is_live:  # a live source's reconnect policy reports its own failure
+                        report(on_status, StatusEvent(StatusKind.SOURCE_FAILED, source.name, str(error)))
+                    continue
                 if frame is None:
                     active.remove(source)
                     continue
@@ -107,6 +119,7 @@ def run_inline(
         stage_mean_ms={stage: latencies.mean(stage) for stage in latencies.samples},
         sink_failures=dict(sinks.failures),
         frames_skipped=skipped,
+        source_failures=source_failures,
         engine_built=models.primary.built,
         engine_seconds=models.primary.seconds,
     )

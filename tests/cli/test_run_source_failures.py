@@ -6,11 +6,18 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 import yaml
 
 from edge_sdk.sources.opencv import import_cv2
 
 from .conftest import Run
+
+
+@pytest.fixture(autouse=True)
+def _wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Summary lines unwrapped, as a log collector sees them."""
+    monkeypatch.setenv("COLUMNS", "400")
 
 
 def write_pipeline(folder: Path, model: Path, source: dict[str, object]) -> Path:
@@ -69,3 +76,30 @@ def test_run_when_inline_folder_holds_a_corrupt_jpeg_reports_it_skipped_in_the_s
     assert "skipped frames" in out and "'shelf': 1" in out, f"the summary names the source and the count: {out}"
     assert "c.jpg" in err, "the skipped file is named on stderr as it happens"
     assert json_code == 0 and json.loads(json_out)["frames_skipped"] == {"shelf": 1}, "the JSON summary has it too"
+
+
+def test_run_when_inline_source_stops_at_a_corrupt_jpeg_names_it_once_and_exits_non_zero(
+    edge_sdk: Run, tmp_path: Path, tiny_models: dict[str, Path]
+) -> None:
+    # given two good JPEGs and a corrupt one sorted last, read with on_error: stop
+    cv2 = import_cv2()
+    folder = tmp_path / "shelf"
+    folder.mkdir()
+    rng = np.random.default_rng(4)
+    for name in ("a", "b"):
+        assert cv2.imwrite(str(folder / f"{name}.jpg"), rng.integers(0, 256, (24, 32, 3), dtype=np.uint8))
+    (folder / "c.jpg").write_bytes(rng.integers(0, 256, 2048, dtype=np.uint8).tobytes())
+    pipeline = write_pipeline(
+        tmp_path, tiny_models["uint8_mean_classifier"], {"uri": "images://shelf", "on_error": "stop"}
+    )
+
+    # when
+    code, out, err = edge_sdk("run", pipeline, "--profile", "x86-cpu")
+
+    # then
+    assert code != 0, "a run whose source failed does not exit 0"
+    assert "Traceback" not in out + err, "no traceback without --debug"
+    lines = [line for line in (out + err).splitlines() if "c.jpg" in line]
+    assert len(lines) == 1, f"the corrupt file is named on exactly one line, got {lines}"
+    assert "shelf" in lines[0] and "cannot be decoded" in lines[0], f"the line names source and cause: {lines[0]}"
+    assert "2 frames" in out, "the images before it were processed"

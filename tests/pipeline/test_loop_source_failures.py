@@ -87,26 +87,33 @@ def test_run_inline_when_the_video_file_is_missing_raises_one_source_error_befor
     )
 
 
-def test_run_inline_when_on_error_is_stop_ends_at_the_corrupt_image_with_the_results_before_it_written(
+def test_run_inline_when_on_error_is_stop_ends_that_source_at_the_corrupt_image_and_the_others_go_on(
     tmp_path: Path, tiny_models: dict[str, Path], cpu_profile: DeviceProfile, engine_cache: EngineCache
 ) -> None:
-    # given
+    # given a folder that stops at its corrupt image, next to an intact synthetic camera
     jpeg_folder_with_one_corrupt(tmp_path / "shelf")
     config = pipeline_file(
         tmp_path,
         model={"path": str(tiny_models["uint8_mean_classifier"])},
-        sources=[{"uri": "images://shelf", "on_error": "stop"}],
+        sources=[
+            {"uri": "images://shelf", "on_error": "stop"},
+            {"uri": "synthetic://?frames=6&size=32x24", "name": "door"},
+        ],
         postprocess=CLASSIFIER,
         sinks=[{"type": "jsonl", "path": "results.jsonl"}],
         runtime={"mode": "inline"},
     )
+    events: list[StatusEvent] = []
 
     # when
-    with pytest.raises(SourceError) as caught:
-        run_inline(config, cpu_profile, engine_cache)
+    summary = run_inline(config, cpu_profile, engine_cache, on_status=events.append)
 
     # then
-    assert "1a-corrupt.jpg" in str(caught.value) and "source shelf" in str(caught.value), "names the source and file"
-    assert [row["frame"] for row in read_jsonl(tmp_path / "results.jsonl")] == [0, 1], (
-        "0.jpg and 1.jpg, read before the corrupt file, are in the sink, which was closed properly"
-    )
+    (failure,) = summary.source_failures.items()
+    assert failure[0] == "shelf" and "1a-corrupt.jpg" in failure[1], "the summary names the source and the file"
+    assert "on_error: stop" in failure[1], "and says why it stopped there"
+    rows = read_jsonl(tmp_path / "results.jsonl")
+    assert [r["frame"] for r in rows if r["source"] == "shelf"] == [0, 1], "0.jpg and 1.jpg, before it, are kept"
+    assert [r["frame"] for r in rows if r["source"] == "door"] == list(range(6)), "the other source is read to its end"
+    assert [e.subject for e in events if e.kind is StatusKind.SOURCE_FAILED] == ["shelf"], "one failed event"
+    assert summary.frames_skipped.get("shelf", 0) == 0, "nothing was skipped under stop"
