@@ -14,6 +14,11 @@ from edge_sdk.precision import Precision
 
 from .host import HostFacts
 
+PROFILE_NAME_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
+"""A profile name: lower-case letters, digits and '-', so it is always a plain file stem in the profile folder."""
+MAX_PROFILE_BATCH = 1024
+"""Largest fixed batch axis a profile may ask for (the pipeline's runtime.batch_size has the same bound)."""
+
 # One member today; the native TensorRT backend joins this union keyed on `backend:`.
 EngineOptions = Annotated[OnnxRuntimeOptions, Field(discriminator="backend")]
 
@@ -57,17 +62,23 @@ class DeviceProfile(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$", description="Profile name; must equal the file name.")
+    name: str = Field(pattern=PROFILE_NAME_PATTERN, description="Profile name; must equal the file name.")
     description: str = Field(description="One line a person reads in `edge-sdk profiles list`.")
-    priority: int = Field(0, description="When several profiles match a host, the highest priority wins.")
+    priority: int = Field(
+        0,
+        ge=-1000,
+        le=1000,
+        strict=True,
+        description="When several profiles match a host, the highest priority wins; -1000..1000.",
+    )
     detect: DetectionRule = Field(description="Host facts that select this profile in `edge-sdk profiles detect`.")
     precisions: list[Precision] = Field(min_length=1, description="Precisions engines may be built in.")
     default_precision: Precision = Field(description="Precision used when none is asked for.")
     engine: EngineOptions = Field(description="Backend and its options, keyed on `backend:`.")
-    batch: int | Literal["dynamic", "keep"] = Field(
+    batch: Annotated[int, Field(ge=1, le=MAX_PROFILE_BATCH)] | Literal["dynamic", "keep"] = Field(
         "keep",
-        description="Batch axis of engines built here: a fixed size (static shapes, e.g. for DLA), dynamic, "
-        "or keep the model's own. A pipeline or build that asks for a batch itself wins.",
+        description=f"Batch axis of engines built here: a fixed size 1..{MAX_PROFILE_BATCH} (static shapes, e.g. "
+        "for DLA), dynamic, or keep the model's own. A pipeline or build that asks for a batch itself wins.",
     )
     int8: Int8Settings | None = Field(
         None,
@@ -83,11 +94,14 @@ class DeviceProfile(BaseModel):
             raise ValueError(f"expected one of precisions {precisions}")
         return value
 
-    @field_validator("batch")
+    @field_validator("batch", mode="before")
     @classmethod
-    def _batch_is_positive(cls, value: int | str) -> int | str:
-        if isinstance(value, int) and value < 1:
-            raise ValueError(f"expected a batch size of at least 1, 'dynamic' or 'keep', got {value}")
+    def _batch_is_a_size_or_a_word(cls, value: object) -> object:
+        """One clear message instead of one per member of the union (and no bool or float as a size)."""
+        if value in ("dynamic", "keep") and isinstance(value, str):
+            return value
+        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_PROFILE_BATCH:
+            raise ValueError(f"expected a batch size 1..{MAX_PROFILE_BATCH}, 'dynamic' or 'keep'")
         return value
 
     def content_hash(self) -> str:

@@ -8,6 +8,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from edge_sdk.precision import Precision
 
+MAX_THREADS = 256
+"""Largest thread count an option may ask for (more than any edge box has cores)."""
+MAX_DEVICE_INDEX = 63
+"""Largest GPU or NPU index."""
+MAX_DLA_CORE = 7
+"""Largest DLA core index (Jetson AGX Orin and Xavier have cores 0 and 1)."""
+MAX_WORKSPACE_MB = 65536
+"""Largest TensorRT workspace: 64 GiB, the memory of the largest Jetson."""
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -25,7 +34,13 @@ class CpuProvider(_Strict):
 
 class XnnpackProvider(_Strict):
     type: Literal["xnnpack"] = Field(description="XNNPACK, fast float kernels on ARM CPUs.")
-    threads: int = Field(0, ge=0, description="XNNPACK's own thread pool size; 0 lets it choose.")
+    threads: int = Field(
+        0,
+        ge=0,
+        le=MAX_THREADS,
+        strict=True,
+        description=f"XNNPACK's own thread pool size, 0..{MAX_THREADS}; 0 lets it choose.",
+    )
 
     ort_name: ClassVar[str] = "XnnpackExecutionProvider"
 
@@ -35,7 +50,7 @@ class XnnpackProvider(_Strict):
 
 class CudaProvider(_Strict):
     type: Literal["cuda"] = Field(description="NVIDIA CUDA execution provider.")
-    device_id: int = Field(0, ge=0, description="GPU index.")
+    device_id: int = Field(0, ge=0, le=MAX_DEVICE_INDEX, strict=True, description=f"GPU index, 0..{MAX_DEVICE_INDEX}.")
 
     ort_name: ClassVar[str] = "CUDAExecutionProvider"
 
@@ -45,9 +60,21 @@ class CudaProvider(_Strict):
 
 class TensorRTProvider(_Strict):
     type: Literal["tensorrt"] = Field(description="NVIDIA TensorRT execution provider (GPU or DLA).")
-    device_id: int = Field(0, ge=0, description="GPU index.")
-    dla_core: int | None = Field(None, ge=0, description="Run on this DLA core (Jetson); None = GPU.")
-    workspace_mb: int = Field(1024, gt=0, description="TensorRT builder workspace limit in MiB.")
+    device_id: int = Field(0, ge=0, le=MAX_DEVICE_INDEX, strict=True, description=f"GPU index, 0..{MAX_DEVICE_INDEX}.")
+    dla_core: int | None = Field(
+        None,
+        ge=0,
+        le=MAX_DLA_CORE,
+        strict=True,
+        description=f"Run on this DLA core (Jetson), 0..{MAX_DLA_CORE}; None = GPU.",
+    )
+    workspace_mb: int = Field(
+        1024,
+        ge=1,
+        le=MAX_WORKSPACE_MB,
+        strict=True,
+        description=f"TensorRT builder workspace limit in MiB, 1..{MAX_WORKSPACE_MB}.",
+    )
 
     ort_name: ClassVar[str] = "TensorrtExecutionProvider"
 
@@ -69,7 +96,7 @@ class TensorRTProvider(_Strict):
 
 class CannProvider(_Strict):
     type: Literal["cann"] = Field(description="Huawei CANN execution provider (Ascend NPU).")
-    device_id: int = Field(0, ge=0, description="NPU index.")
+    device_id: int = Field(0, ge=0, le=MAX_DEVICE_INDEX, strict=True, description=f"NPU index, 0..{MAX_DEVICE_INDEX}.")
 
     ort_name: ClassVar[str] = "CANNExecutionProvider"
 
@@ -116,8 +143,20 @@ class OnnxRuntimeOptions(_Strict):
         min_length=1,
         description="Providers in priority order; ONNX Runtime puts each node on the first that takes it.",
     )
-    intra_op_threads: int = Field(0, ge=0, description="Threads inside one operator; 0 = one per core.")
-    inter_op_threads: int = Field(1, ge=1, description="Operators run in parallel; >1 enables parallel mode.")
+    intra_op_threads: int = Field(
+        0,
+        ge=0,
+        le=MAX_THREADS,
+        strict=True,
+        description=f"Threads inside one operator, 0..{MAX_THREADS}; 0 = one per core.",
+    )
+    inter_op_threads: int = Field(
+        1,
+        ge=1,
+        le=MAX_THREADS,
+        strict=True,
+        description=f"Operators run in parallel, 1..{MAX_THREADS}; >1 enables parallel mode.",
+    )
     allow_spinning: bool = Field(
         True,
         description="Let idle ONNX Runtime threads busy-wait: lowest latency when inference has the CPU to "
