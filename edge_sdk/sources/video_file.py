@@ -13,7 +13,9 @@ fails before the CAP_PROP_FRAME_COUNT frames the container announces were read) 
 - stop: the first failed read ends the source with a PermanentSourceError naming the frame.
 
 A file whose first frame cannot be read at all raises PermanentSourceError under either policy: there
-is nothing to skip to. When the container announces no frame count, a failed read is the end.
+is nothing to skip to. When the container announces no frame count, a failed read is the end. The
+count is the container's: an mp4 records it exactly; a format that only estimates it from duration
+and frame rate and overshoots would show the difference as a short unreadable tail.
 A looping file counts and reports its unreadable frames once, on the first pass.
 """
 
