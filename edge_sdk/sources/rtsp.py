@@ -38,7 +38,7 @@ def redact_url(url: str) -> str:
     if ":" in host:  # an IPv6 literal
         host = f"[{host}]"
     try:
-        port = parts.port
+        port: int | str | None = parts.port
     except ValueError:  # a malformed port: keep what was written, the password is still removed
         port = parts.netloc.rsplit(":", 1)[-1]
     if port is not None:
