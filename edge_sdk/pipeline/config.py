@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from edge_sdk.postprocess import PostprocessSpec
 from edge_sdk.postprocess.cascade import CascadeSpec
@@ -53,36 +55,89 @@ class ModelSpec(BaseModel):
 class PrometheusSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    port: int = Field(9108, ge=1, le=65535, description="Port of the /metrics endpoint.")
+    port: int = Field(9108, ge=1, le=65535, strict=True, description="Port of the /metrics endpoint (1..65535).")
     address: str = Field("127.0.0.1", description="Address to listen on; 0.0.0.0 exposes it to the network.")
 
 
+MAX_RING_SLOTS = 1024
+"""Slots per source: beyond this a ring is memory, not a buffer (1024 frames is half a minute at 30 FPS)."""
+MAX_FRAME_SIDE = 16384
+"""Widest or tallest frame slot, in pixels (16K video is 15360 wide)."""
+MAX_BATCH_SIZE = 1024
+"""Frames per inference call; larger batches stop paying off long before this."""
+MAX_INFERENCE_WORKERS = 32
+"""Inference processes; each holds its own engine, so memory grows with every one."""
+MAX_INFERENCE_THREADS = 256
+
+FrameSide = Annotated[int, Field(ge=16, le=MAX_FRAME_SIDE, strict=True)]
+
+
 class RuntimeSpec(BaseModel):
-    """How stages run: processes over shared memory (default) or one in-process loop."""
+    """How stages run: processes over shared memory (default) or one in-process loop.
+
+    Every number has bounds a real pipeline never reaches by accident; they are checked when the
+    file loads, before any build or process start.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     mode: Literal["processes", "inline"] = Field(
         "processes", description="processes: capture, inference and output overlap; inline: one loop, one process."
     )
-    ring_slots: int = Field(8, ge=3, description="Frame slots per source in shared memory (bounds memory).")
-    max_frame_size: tuple[int, int] = Field(
-        (1920, 1080), description="[width, height] of the largest frame a live source may deliver."
+    ring_slots: int = Field(
+        8,
+        ge=3,
+        le=MAX_RING_SLOTS,
+        strict=True,
+        description=f"Frame slots per source in shared memory (bounds memory), 3..{MAX_RING_SLOTS}.",
     )
-    batch_size: int = Field(1, ge=1, description="Frames (across sources) per inference call.")
-    batch_timeout_ms: float = Field(5.0, ge=0, description="How long inference waits to fill a batch.")
+    max_frame_size: tuple[FrameSide, FrameSide] = Field(
+        (1920, 1080),
+        description=f"[width, height] of the largest frame a live source may deliver; each side 16..{MAX_FRAME_SIDE}.",
+    )
+    batch_size: int = Field(
+        1,
+        ge=1,
+        le=MAX_BATCH_SIZE,
+        strict=True,
+        description=f"Frames (across sources) per inference call, 1..{MAX_BATCH_SIZE}.",
+    )
+    batch_timeout_ms: float = Field(
+        5.0, ge=0, le=10_000, strict=True, description="How long inference waits to fill a batch, 0..10000 ms."
+    )
     inference_workers: int | None = Field(
         None,
         ge=1,
+        le=MAX_INFERENCE_WORKERS,
+        strict=True,
         description="Inference processes. null = automatic: on CPU-only profiles one per core (up to 4), each "
-        "with 1 thread, which gives the most frames/s; on accelerators 1. Set 1 for the lowest latency on a CPU.",
+        "with 1 thread, which gives the most frames/s; on accelerators 1. Set 1 for the lowest latency on a CPU. "
+        f"1..{MAX_INFERENCE_WORKERS}.",
     )
     inference_threads: int | None = Field(
-        None, ge=1, description="Threads per inference call in each worker; null = automatic (see inference_workers)."
+        None,
+        ge=1,
+        le=MAX_INFERENCE_THREADS,
+        strict=True,
+        description="Threads per inference call in each worker; null = automatic (see inference_workers). "
+        f"1..{MAX_INFERENCE_THREADS}.",
     )
-    max_restarts: int = Field(3, ge=0, description="Restarts a crashed stage may have within restart_window_s.")
-    restart_window_s: float = Field(60.0, gt=0, description="Window for max_restarts, in seconds.")
-    stats_interval_s: float = Field(1.0, gt=0, description="How often stages report counters.")
+    max_restarts: int = Field(
+        3, ge=0, le=100, strict=True, description="Restarts a crashed stage may have within restart_window_s, 0..100."
+    )
+    restart_window_s: float = Field(
+        60.0, gt=0, le=86_400, strict=True, description="Window for max_restarts, in seconds (at most a day)."
+    )
+    stats_interval_s: float = Field(
+        1.0, ge=0.1, le=3600, strict=True, description="How often stages report counters, 0.1..3600 s."
+    )
+    stop_timeout_s: float = Field(
+        5.0,
+        ge=1.0,
+        le=600,
+        description="Ctrl-C or SIGTERM ends the run within this many seconds: stages drain what they hold, "
+        "and whatever has not finished by then is killed. 1..600 s.",
+    )
     prometheus: PrometheusSpec | None = Field(None, description="Serve Prometheus metrics while running; null = off.")
 
 
@@ -104,6 +159,30 @@ class PipelineConfig(BaseModel):
     runtime: RuntimeSpec = Field(default_factory=RuntimeSpec, description="How the stages run.")
     _base_dir: Path = PrivateAttr(default_factory=Path)
 
+    @model_validator(mode="after")
+    def _source_names_are_unique(self) -> PipelineConfig:
+        """Results, rings, stage names and MQTT topics are keyed on the source name: two sources may not share one."""
+        seen: dict[str, int] = {}
+        for index, spec in enumerate(self.sources):
+            name = source_display_name(spec)
+            if name in seen:
+                raise ValidationError.from_exception_data(
+                    type(self).__name__,
+                    [
+                        InitErrorDetails(
+                            type=PydanticCustomError(
+                                "duplicate_source_name",
+                                f"expected a name no other source has (sources.{seen[name]} is also {name!r}; "
+                                "set name: on one of them)",
+                            ),
+                            loc=("sources", index, "name" if spec.name is not None else "uri"),
+                            input=name,
+                        )
+                    ],
+                )
+            seen[name] = index
+        return self
+
     @property
     def base_dir(self) -> Path:
         """Folder that relative paths in the file start from (the file's own folder once loaded)."""
@@ -120,6 +199,42 @@ class PipelineConfig(BaseModel):
         copy: PipelineConfig = _rebase_paths(self, rebase)
         copy._base_dir = base_dir
         return copy
+
+
+def source_display_name(spec: SourceSpec) -> str:
+    """The name a source has in results: `spec.name`, else the one its class derives from the URI
+    (file stem, folder name, device name, last RTSP path segment, csiN, gstreamer, synthetic).
+
+    Computed from the URI alone (no I/O, no OpenCV), so a config can be checked before anything
+    opens; tests/pipeline/test_config.py keeps it equal to `create_source(spec, ...).name`.
+    """
+    if spec.name is not None:
+        return spec.name
+    uri = spec.uri.strip()
+    if uri.startswith("gst://"):
+        return "gstreamer"
+    if uri.isdigit():
+        return f"video{int(uri)}"
+    try:
+        parts = urlsplit(uri)
+    except ValueError:
+        return uri
+    scheme = parts.scheme if len(parts.scheme) > 1 else "file"
+    location = uri if scheme == "file" and not parts.scheme else parts.netloc + parts.path
+    if scheme == "file":
+        return Path(os.path.normpath(location)).stem
+    if scheme == "images":
+        return Path(os.path.normpath(location)).name
+    if scheme == "synthetic":
+        return "synthetic"
+    if scheme in ("rtsp", "rtsps"):
+        segments = [segment for segment in parts.path.split("/") if segment]
+        return segments[-1] if segments else (parts.hostname or "rtsp")
+    if scheme == "v4l2":
+        return f"video{int(location)}" if location.isdigit() else Path(location).name
+    if scheme == "csi":
+        return f"csi{location.strip('/') or '0'}"
+    return uri  # an unknown scheme: create_source refuses it with its own message
 
 
 def _rebase_paths(value: Any, rebase: Callable[[Path], Path]) -> Any:

@@ -8,7 +8,7 @@ edge_sdk/graph/preprocess_folding.py). Both place the frame in the model input t
 
 from __future__ import annotations
 
-from typing import Literal, Protocol
+from typing import Annotated, Literal, Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
@@ -18,25 +18,46 @@ from edge_sdk.errors import ModelError
 
 from .geometry import InputGeometry
 
+MAX_INPUT_SIDE = 8192
+"""Widest or tallest model input, in pixels: one 8192x8192 float32 frame is already 805 MB."""
+MAX_NORMALISATION = 1e6
+"""Bound on scale, |mean| and std: far beyond any real normalisation, well inside float32."""
+
+InputSide = Annotated[int, Field(ge=1, le=MAX_INPUT_SIDE, strict=True)]
+MeanValue = Annotated[float, Field(ge=-MAX_NORMALISATION, le=MAX_NORMALISATION, strict=True)]
+StdValue = Annotated[float, Field(gt=0, le=MAX_NORMALISATION, strict=True)]
+
 
 class PreprocessSpec(BaseModel):
     """What the model expects; stated once in the pipeline file."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    resize: tuple[int, int] | None = Field(
-        None, description="[width, height] the model takes; null feeds frames at their own size."
+    resize: tuple[InputSide, InputSide] | None = Field(
+        None,
+        description=f"[width, height] the model takes, each side 1..{MAX_INPUT_SIDE}; null feeds frames at their "
+        "own size.",
     )
     resize_mode: Literal["stretch", "letterbox"] = Field(
         "stretch", description="stretch to the size, or keep the aspect ratio and pad (YOLO-style letterbox)."
     )
-    pad_value: int = Field(114, ge=0, le=255, description="Grey level of letterbox padding.")
+    pad_value: int = Field(114, ge=0, le=255, strict=True, description="Grey level of letterbox padding, 0..255.")
     color: Literal["rgb", "bgr"] = Field("rgb", description="Channel order the model was trained on.")
     layout: Literal["nhwc", "nchw"] = Field("nhwc", description="Tensor layout of the model input.")
     dtype: Literal["uint8", "float32"] = Field("uint8", description="Element type of the model input.")
-    scale: float = Field(1.0, description="Multiply pixel values by this (float32 only), e.g. 1/255.")
-    mean: tuple[float, float, float] | None = Field(None, description="Subtract per channel after scaling.")
-    std: tuple[float, float, float] | None = Field(None, description="Divide per channel after the mean.")
+    scale: float = Field(
+        1.0,
+        gt=0,
+        le=MAX_NORMALISATION,
+        strict=True,
+        description=f"Multiply pixel values by this (float32 only), e.g. 1/255; 0 < scale <= {MAX_NORMALISATION:g}.",
+    )
+    mean: tuple[MeanValue, MeanValue, MeanValue] | None = Field(
+        None, description=f"Subtract per channel after scaling; each -{MAX_NORMALISATION:g}..{MAX_NORMALISATION:g}."
+    )
+    std: tuple[StdValue, StdValue, StdValue] | None = Field(
+        None, description=f"Divide per channel after the mean; each 0 < std <= {MAX_NORMALISATION:g}."
+    )
     fold: bool = Field(
         True,
         description="Fold this preprocessing into the engine graph, so raw BGR uint8 frames go in and the "

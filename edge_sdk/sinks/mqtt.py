@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 TOPIC_FIELDS = ("pipeline", "source", "frame")
 DEFAULT_TOPIC = "edge/{pipeline}/{source}/results"
 DEFAULT_PIPELINE_NAME = "pipeline"
+MAX_QUEUED = 100_000
+"""Results an MQTT sink may hold in memory (about 1 KB each as JSON: 100 MB at most)."""
 
 
 class TopicTemplate:
@@ -91,13 +93,18 @@ class MqttSinkSpec(BaseModel):
         DEFAULT_TOPIC,
         description="Topic template; placeholders {pipeline}, {source}, {frame} (e.g. edge/{pipeline}/{source}).",
     )
-    qos: int = Field(1, ge=0, le=2, description="MQTT QoS; 1 and 2 are queued while the broker is away, 0 is not.")
+    qos: int = Field(
+        1, ge=0, le=2, strict=True, description="MQTT QoS 0..2; 1 and 2 are queued while the broker is away, 0 is not."
+    )
     retain: bool = Field(False, description="Ask the broker to retain the last result per topic.")
     include_empty: bool = Field(False, description="Also publish frames with no detections and no classifications.")
     max_queued: int = Field(
         1000,
         ge=1,
-        description="Results held while the broker is slow or away; beyond this they are dropped and counted.",
+        le=MAX_QUEUED,
+        strict=True,
+        description="Results held in memory while the broker is slow or away, 1..100000; beyond this they are "
+        "dropped and counted.",
     )
 
     @field_validator("topic")

@@ -17,7 +17,7 @@ class StdoutSinkSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     type: Literal["stdout"] = Field(description="Print one line per frame.")
-    every: int = Field(1, ge=1, description="Print every N-th frame only.")
+    every: int = Field(1, ge=1, le=1_000_000, strict=True, description="Print every N-th frame only; 1..1000000.")
 
 
 class StdoutSink(Sink):

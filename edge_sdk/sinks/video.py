@@ -21,7 +21,9 @@ class VideoSinkSpec(BaseModel):
 
     type: Literal["video"] = Field(description="Write frames with boxes and labels drawn to a video file.")
     path: Path = Field(description="Output file (.mp4 or .avi); relative to the pipeline file.")
-    fps: float = Field(30.0, gt=0, description="Frame rate written into the file.")
+    fps: float = Field(
+        30.0, gt=0, le=1000, strict=True, description="Frame rate written into the file; 0 < fps <= 1000."
+    )
     codec: str = Field("mp4v", min_length=4, max_length=4, description="FourCC, e.g. mp4v, MJPG, XVID.")
 
 
