@@ -3,12 +3,71 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from edge_sdk.errors import ModelError
 
 from .tensor_meta import TensorMeta
+
+MAX_MODEL_BYTES = 2 * 1024**3
+"""Largest model file the SDK reads: 2 GiB, protobuf's own limit for one ONNX file (larger models keep
+their weights in external data files, which are not read through here)."""
+
+
+def read_model_bytes(path: Path, max_bytes: int = MAX_MODEL_BYTES) -> bytes:
+    """The bytes of a model file, refused with a one-line `ModelError` before reading when it is not a
+    regular file (`/dev/zero`, a folder, a FIFO, a socket) or is larger than `max_bytes`.
+
+    The type and size are taken from the opened descriptor (opened non-blocking, so a FIFO without a
+    writer cannot hang the open), so a file swapped between a check and the read is still caught;
+    at most `max_bytes + 1` bytes are ever read.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise ModelError(f"model file not found: {path}") from None
+    except IsADirectoryError:
+        raise ModelError(f"expected a regular model file, got a folder: {path}") from None
+    except OSError as exc:
+        raise ModelError(f"cannot read model {path}: {exc.strerror}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ModelError(f"expected a regular model file, got {_file_kind(info.st_mode)}: {path}")
+        if info.st_size > max_bytes:
+            raise ModelError(
+                f"model file {path} is {_gib(info.st_size)}; expected at most {_gib(max_bytes)} "
+                "(ONNX's limit for one file: keep larger weights in external data)"
+            )
+        with os.fdopen(fd, "rb") as file:
+            fd = -1  # the file object owns it now
+            data = file.read(max_bytes + 1)
+    except OSError as exc:
+        raise ModelError(f"cannot read model {path}: {exc.strerror}") from None
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    if len(data) > max_bytes:  # it grew while being read
+        raise ModelError(f"model file {path} is larger than {_gib(max_bytes)}; expected at most that")
+    return data
+
+
+def _file_kind(mode: int) -> str:
+    kinds = [
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISSOCK, "a socket"),
+    ]
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
+
+
+def _gib(size: int) -> str:
+    return f"{size / 1024**3:.1f} GiB"
 
 
 @dataclass(frozen=True)
@@ -21,18 +80,14 @@ class ModelFile:
 
     @classmethod
     def load(cls, path: Path) -> ModelFile:
-        """Read and parse `path`; a missing, empty or undecodable file raises `ModelError`.
+        """Read and parse `path`; a missing, empty, oversized, undecodable file or one that is not a
+        regular file (a device, a folder, a FIFO) raises `ModelError` (see `read_model_bytes`).
 
         The full ONNX check is left to `check()`, which builds call: a cached start skips it.
         """
         import onnx
 
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            raise ModelError(f"model file not found: {path}") from None
-        except OSError as exc:
-            raise ModelError(f"cannot read model {path}: {exc.strerror}") from None
+        data = read_model_bytes(path)
         if not data:
             raise ModelError(f"model file is empty: {path}")
         try:
