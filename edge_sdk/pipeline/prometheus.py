@@ -2,11 +2,28 @@
 
 from __future__ import annotations
 
+import errno
+import socket
 from typing import Any
 
-from edge_sdk.errors import BackendUnavailableError
+from edge_sdk.errors import BackendUnavailableError, ConfigError
 
 from .runtime import RuntimeSnapshot
+
+
+def listen_error(port: int, address: str, exc: OSError) -> str:
+    """One line for a /metrics endpoint that cannot listen: the port is taken, privileged, or the
+    address is not this host's."""
+    where = f"port {port} on {address}"
+    if isinstance(exc, socket.gaierror):
+        return f"prometheus: cannot resolve address '{address}' ({exc.strerror}); expected an IP address or host name"
+    if exc.errno == errno.EADDRINUSE:
+        return f"prometheus: {where} is in use"
+    if exc.errno == errno.EACCES:
+        return f"prometheus: {where} needs privileges; expected a port above 1023 (runtime.prometheus.port)"
+    if exc.errno == errno.EADDRNOTAVAIL:
+        return f"prometheus: address {address} is not one of this host's (runtime.prometheus.address)"
+    return f"prometheus: cannot listen on {where} ({exc.strerror or exc})"
 
 
 class PrometheusExporter:
@@ -40,7 +57,10 @@ class PrometheusExporter:
             "edge_sdk_latency_ms", "Capture-to-result latency over recent frames", ["quantile"], registry=self.registry
         )
         self._server: Any
-        self._server, self._thread = prom.start_http_server(port, addr=address, registry=self.registry)
+        try:
+            self._server, self._thread = prom.start_http_server(port, addr=address, registry=self.registry)
+        except OSError as exc:
+            raise ConfigError(listen_error(port, address, exc)) from None
         self.port = port
 
     def update(self, snapshot: RuntimeSnapshot) -> None:
