@@ -13,7 +13,14 @@ import numpy as np
 from rich.markup import escape
 from rich.table import Table
 
-from edge_sdk.engines.benchmark import benchmark_engine
+from edge_sdk.engines.benchmark import (
+    MAX_BENCH_BATCH,
+    MAX_DYNAMIC_SIZE,
+    MAX_ITERATIONS,
+    MAX_WARMUP,
+    benchmark_engine,
+    check_benchmark_arguments,
+)
 from edge_sdk.engines.cache import NotAnEntry
 from edge_sdk.engines.calibration import Calibration, int8_settings, make_calibration
 from edge_sdk.engines.calibration.setup import TaskKind
@@ -190,10 +197,21 @@ def describe_int8(int8: dict[str, Any]) -> list[str]:
 @profile_option
 @precision_option
 @int8_options
-@click.option("--batch", "batches", default="1", show_default=True, help="Comma-separated batch sizes.")
-@click.option("--warmup", default=5, show_default=True, help="Untimed runs per batch size.")
-@click.option("--iterations", default=50, show_default=True, help="Timed runs per batch size.")
-@click.option("--dynamic-size", default=320, show_default=True, help="Size given to dynamic non-batch axes.")
+@click.option(
+    "--batch",
+    "batches",
+    default="1",
+    show_default=True,
+    help=f"Comma-separated batch sizes, each 1..{MAX_BENCH_BATCH}.",
+)
+@click.option("--warmup", default=5, show_default=True, help=f"Untimed runs per batch size, 0..{MAX_WARMUP}.")
+@click.option("--iterations", default=50, show_default=True, help=f"Timed runs per batch size, 1..{MAX_ITERATIONS}.")
+@click.option(
+    "--dynamic-size",
+    default=320,
+    show_default=True,
+    help=f"Size given to dynamic non-batch axes, 1..{MAX_DYNAMIC_SIZE}.",
+)
 @click.option("--image", type=click.Path(path_type=Path, dir_okay=False), help="Feed this image to image inputs.")
 @click.option("--json", "as_json", is_flag=True, help="Print results as JSON.")
 @pass_cli
@@ -215,8 +233,11 @@ def bench(
         batch_sizes = [int(b) for b in batches.split(",") if b.strip()]
     except ValueError:
         raise ConfigError(f"--batch: expected comma-separated integers like 1,2,4, got '{batches}'") from None
+    # Bounds first, so a huge batch is one line and nothing is read, built or allocated.
+    check_benchmark_arguments(batch_sizes, warmup, iterations, dynamic_size)
     frame = _read_image(image) if image else None
     request = engine_request(ctx, model, profile_name, precision, **int8)
+    check_benchmark_arguments(batch_sizes, warmup, iterations, dynamic_size, request.model.inputs)
     profile = request.profile
     prepared = request.prepare(ctx)
     with prepared.open() as runner:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -13,6 +14,54 @@ from edge_sdk.errors import ConfigError
 
 from .runner import EngineRunner
 from .tensor_meta import TensorMeta
+
+MAX_BENCH_BATCH = 1024
+"""Largest batch size a benchmark runs (the pipeline's runtime.batch_size has the same bound)."""
+MAX_DYNAMIC_SIZE = 8192
+"""Largest size given to a dynamic non-batch axis."""
+MAX_WARMUP = 10_000
+MAX_ITERATIONS = 100_000
+MAX_FEED_BYTES = 4 * 1024**3
+"""Largest set of generated inputs for one batch size: 4 GiB (a 1024 x 3 x 640 x 640 float32 batch is 5 GiB)."""
+
+
+def check_benchmark_arguments(
+    batch_sizes: Sequence[int], warmup: int, iterations: int, dynamic_size: int, inputs: Sequence[TensorMeta] = ()
+) -> None:
+    """Refuse, with one `ConfigError` line and before any allocation or engine build, arguments out of
+    bounds: batches 1..MAX_BENCH_BATCH, warmup 0..MAX_WARMUP, iterations 1..MAX_ITERATIONS, dynamic_size
+    1..MAX_DYNAMIC_SIZE, and (when `inputs` is given) generated inputs over MAX_FEED_BYTES per batch."""
+    if not batch_sizes:
+        raise ConfigError("expected at least one batch size, got none")
+    for name, value, low, high in (
+        ("warmup", warmup, 0, MAX_WARMUP),
+        ("iterations", iterations, 1, MAX_ITERATIONS),
+        ("dynamic size", dynamic_size, 1, MAX_DYNAMIC_SIZE),
+    ):
+        if not low <= value <= high:
+            raise ConfigError(f"expected {name} {low}..{high}, got {_shown(value)}")
+    for batch in batch_sizes:
+        if not 1 <= batch <= MAX_BENCH_BATCH:
+            raise ConfigError(f"expected batch sizes 1..{MAX_BENCH_BATCH}, got {_shown(batch)}")
+    for meta in inputs:
+        batch = max(batch_sizes)
+        first = meta.shape[0] if meta.shape else None
+        if isinstance(first, int):  # a fixed batch: make_input refuses any other with its own message
+            batch = first
+        shape = [batch] + [d if isinstance(d, int) else dynamic_size for d in meta.shape[1:]]
+        size = math.prod(shape) * meta.dtype.itemsize
+        if size > MAX_FEED_BYTES:
+            raise ConfigError(
+                f"input {meta.name} at batch {batch} ({'x'.join(map(str, shape))} {meta.dtype.name}) needs "
+                f"{size / 1024**3:.1f} GiB; expected at most {MAX_FEED_BYTES / 1024**3:.0f} GiB: "
+                "lower the batch (or the dynamic size)"
+            )
+
+
+def _shown(value: int) -> str:
+    """A number as written, unless it is too long for one line."""
+    text = str(value)
+    return text if len(text) <= 20 else f"a {len(text)}-digit number"
 
 
 @dataclass(frozen=True)
@@ -37,11 +86,10 @@ def benchmark_engine(
     dynamic_size: int = 320,
     image: np.ndarray | None = None,
 ) -> list[BatchTiming]:
-    """Time `runner.infer` on generated inputs (or `image`, a BGR frame, for image inputs)."""
-    if warmup < 0 or iterations < 1 or any(b < 1 for b in batch_sizes):
-        raise ConfigError(
-            f"expected warmup >= 0, iterations >= 1, batches >= 1; got {warmup}, {iterations}, {batch_sizes}"
-        )
+    """Time `runner.infer` on generated inputs (or `image`, a BGR frame, for image inputs); the
+    arguments are checked first (`check_benchmark_arguments`), so a huge batch is a ConfigError,
+    not a MemoryError."""
+    check_benchmark_arguments(batch_sizes, warmup, iterations, dynamic_size, runner.inputs)
     rng = np.random.default_rng(0)
     timings = []
     for batch in batch_sizes:

@@ -8,9 +8,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from edge_sdk.engines.benchmark import benchmark_engine, make_input
+from edge_sdk.engines.benchmark import benchmark_engine, check_benchmark_arguments, make_input
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.engines.engine import PreparedEngine, prepare_engine
+from edge_sdk.engines.tensor_meta import TensorMeta
 from edge_sdk.errors import ConfigError
 from edge_sdk.profiles import DeviceProfile, HostFacts
 
@@ -116,3 +117,40 @@ def test_make_input_when_given_a_bgr_photo_feeds_scaled_rgb_to_a_float_nchw_mode
     assert tensor.shape == (1, 3, 8, 8) and tensor.dtype == np.float32, "the input must fit images: float32[N,3,8,8]"
     np.testing.assert_allclose(tensor[0, 0], 1.0, err_msg="the red channel must come first and be scaled to 1")
     np.testing.assert_allclose(tensor[0, 1:], 0.0, err_msg="green and blue must be 0 for a red frame")
+
+
+@pytest.mark.parametrize(
+    ("batches", "warmup", "iterations", "dynamic_size", "fragment"),
+    [
+        ([100_000], 1, 1, 320, "expected batch sizes 1..1024, got 100000"),
+        ([1], 10**9, 1, 320, "expected warmup 0..10000"),
+        ([1], 1, 10**9, 320, "expected iterations 1..100000"),
+        ([1], 1, 1, 10**6, "expected dynamic size 1..8192"),
+        ([], 1, 1, 320, "expected at least one batch size"),
+    ],
+    ids=["batch-100000", "warmup", "iterations", "dynamic-size", "no-batch"],
+)
+def test_check_benchmark_arguments_when_out_of_bounds_raises_one_line_before_any_allocation(
+    batches: list[int], warmup: int, iterations: int, dynamic_size: int, fragment: str
+) -> None:
+    # when / then: refused from the numbers alone, no engine and no input allocated
+    with pytest.raises(ConfigError) as raised:
+        check_benchmark_arguments(batches, warmup, iterations, dynamic_size)
+    assert fragment in str(raised.value), str(raised.value)
+
+
+def test_check_benchmark_arguments_when_inputs_would_exceed_the_cap_names_the_input_and_size() -> None:
+    # given a float32 image input with dynamic sides, asked for 1024 x 3 x 4096 x 4096
+    meta = TensorMeta("images", np.dtype(np.float32), ("N", 3, None, None))
+    # when
+    with pytest.raises(ConfigError) as raised:
+        check_benchmark_arguments([1, 1024], 0, 1, 4096, [meta])
+    # then
+    message = str(raised.value)
+    assert message.startswith("input images at batch 1024 (1024x3x4096x4096 float32) needs 192.0 GiB"), message
+    assert "expected at most 4 GiB" in message, message
+
+
+def test_benchmark_engine_when_batch_is_100000_raises_config_error_not_memory_error(prepare: Any) -> None:
+    with prepare("float_classifier").open() as runner, pytest.raises(ConfigError, match=r"1\.\.1024"):
+        benchmark_engine(runner, [100_000], warmup=0, iterations=1)
