@@ -20,8 +20,9 @@ def render_snapshot(snapshot: RuntimeSnapshot) -> Group:
             f"{stage.busy:.0%}",
             str(stage.restarts),
         )
-    rings = Table("source", "free", "writing", "ready", "in use", "dropped")
+    rings = Table("source", "free", "writing", "ready", "in use", "sent", "dropped")
+    columns = ("free", "writing", "ready", "in_use", "sent", "dropped")
     for name, states in snapshot.rings.items():
-        rings.add_row(name, *(str(states.get(k, 0)) for k in ("free", "writing", "ready", "in_use", "dropped")))
+        rings.add_row(name, *(str(states.get(k, 0)) for k in columns))
     latency = f"capture-to-result latency (recent): p50 {snapshot.latency_p50_ms:.1f} ms, p99 {snapshot.latency_p99_ms:.1f} ms"
     return Group(stages, rings, latency)

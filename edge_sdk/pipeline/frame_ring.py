@@ -3,8 +3,8 @@
 Each slot has a state, an owner and a sequence number in a small header array that lives in the
 same segment; state changes happen under one lock per ring (a flock(2) lock on the segment, which
 the kernel releases when a holder dies), pixels are written and read outside it through zero-copy
-numpy views. A slot moves FREE -> WRITING (capture) -> READY -> IN_USE (inference, then output)
--> FREE. Only slot ids and sequence numbers travel between processes.
+numpy views. A slot moves FREE -> WRITING (capture) -> READY -> IN_USE (inference) -> SENT (its outputs are on
+their way to the output stage) -> IN_USE (output) -> FREE. Only slot ids and sequence numbers travel between processes.
 
 The ring is the truth about every frame: when a stage dies, `recover` gives the frames it held
 back (READY again, to be redone) unless their results were already delivered, so a file loses no
@@ -39,6 +39,7 @@ class SlotState(IntEnum):
     WRITING = 1
     READY = 2
     IN_USE = 3
+    SENT = 4
 
 
 @dataclass(frozen=True)
@@ -196,14 +197,26 @@ class FrameRing:
         """The pixels of a claimed slot (a view; valid until the slot is released)."""
         return self._frames[info.slot, : info.height, : info.width]
 
-    def take_over(self, slot: int, seq: int, holder: int, owner: int) -> bool:
-        """Move a claimed slot from `holder` to `owner` if `holder` still has that frame there.
+    def mark_sent(self, slot: int, seq: int, holder: int) -> bool:
+        """The worker `holder` is about to send this frame's outputs to the output stage.
 
-        False means the message about it is stale: its sender died and the frame went back to
-        the ring (and may be redone by another worker, or already be)."""
+        From here until the output stage takes the slot over, the message may die with either
+        process: if the output stage dies, `recover(..., sent=True)` gives every SENT frame back."""
         with self.lock:
             if self._state[slot] != SlotState.IN_USE or self._owner[slot] != holder or self._seq[slot] != seq:
                 return False
+            self._state[slot] = SlotState.SENT
+            return True
+
+    def take_over(self, slot: int, seq: int, holder: int, owner: int) -> bool:
+        """Move a SENT slot from `holder` to `owner` if `holder` still has that frame there.
+
+        False means the message about it is stale: its sender or an earlier output stage died and
+        the frame went back to the ring (it may be redone by another worker, or already be)."""
+        with self.lock:
+            if self._state[slot] != SlotState.SENT or self._owner[slot] != holder or self._seq[slot] != seq:
+                return False
+            self._state[slot] = SlotState.IN_USE
             self._owner[slot] = owner
             return True
 
@@ -216,13 +229,17 @@ class FrameRing:
                 self._counters[2] += 1
                 self._counters[3] = max(self._counters[3], self._seq[slot])
 
-    def recover(self, owner: int) -> tuple[int, int]:
+    def recover(self, owner: int, sent: bool = False) -> tuple[int, int]:
         """Take back the slots of `owner`, a stage that died: (frames to redo, slots freed).
 
         A frame it was writing is incomplete and freed; a frame it held after capture goes back
-        to READY, unless a frame at least as new was already delivered (then it was delivered)."""
+        to READY, unless a frame at least as new was already delivered (then it was delivered).
+        `sent` (the output stage died) also takes back every SENT frame: its message may have
+        been waiting in the dead process's socket."""
         with self.lock:
             held = self._owner == owner
+            if sent:
+                held |= self._state == SlotState.SENT
             free = held & ((self._state == SlotState.WRITING) | (self._seq <= self._counters[3]))
             redo = held & ~free
             self._state[free] = SlotState.FREE
@@ -263,7 +280,9 @@ class FrameRing:
         """The lowest sequence number among frames committed but not yet released (None if none),
         leaving out the frames `other_than` holds."""
         with self.lock:
-            pending = (self._state == SlotState.READY) | (self._state == SlotState.IN_USE)
+            pending = (
+                (self._state == SlotState.READY) | (self._state == SlotState.IN_USE) | (self._state == SlotState.SENT)
+            )
             if other_than is not None:
                 pending &= self._owner != other_than
             return int(self._seq[pending].min()) if pending.any() else None

@@ -293,7 +293,7 @@ class PipelineRuntime:
         stage.exit_codes.append(code)
         self._receive_reports(0)  # what it said before it died
         cause = self._causes.pop(stage.process.pid, None)
-        redone, freed = self._recover(stage.owner_id)
+        redone, freed = self._recover(stage.owner_id, sent=stage.view.kind == "output")
         if code == 0 or stopping:
             stage.finished, stage.view.state = True, "done" if code == 0 else f"exit {code}"
             return
@@ -328,11 +328,11 @@ class PipelineRuntime:
         self._emit(StatusEvent(StatusKind.STAGE_FAILED, stage.view.name, message, data={"exit_code": code}))
         self._failure = self._failure or EdgeSDKError(message)
 
-    def _recover(self, owner: int) -> tuple[int, int]:
+    def _recover(self, owner: int, sent: bool) -> tuple[int, int]:
         """Give the frames a dead stage held back to the rings: (frames to redo, slots freed)."""
         redone = freed = 0
         for ring in self._rings:
-            redo, free = ring.recover(owner)
+            redo, free = ring.recover(owner, sent)
             redone, freed = redone + redo, freed + free
         return redone, freed
 

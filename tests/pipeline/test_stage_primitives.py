@@ -75,12 +75,14 @@ def test_ring_recover_when_the_output_died_after_delivering_frees_the_delivered_
     # given the output stage (2000) holding frames 0 and 1, of which 0 reached the sinks
     first = _claim(ring, 0, 1000)
     second = _claim(ring, 1, 1000)
-    assert ring.take_over(first, 0, 1000, 2000) and ring.take_over(second, 1, 1000, 2000)
+    for slot, seq in ((first, 0), (second, 1)):
+        assert ring.mark_sent(slot, seq, 1000) and ring.take_over(slot, seq, 1000, 2000)
     ring.release(first, delivered=True)
-    _claim(ring, 2, 1000)
-    ring.take_over(first, 2, 1000, 2000)
+    third = _claim(ring, 2, 1000)
+    ring.mark_sent(third, 2, 1000)
+    ring.take_over(third, 2, 1000, 2000)
     # when the output dies holding 1 and 2
-    redone, freed = ring.recover(2000)
+    redone, freed = ring.recover(2000, sent=True)
     # then both are redone (neither was delivered) and the count of delivered frames stays 1
     assert (redone, freed) == (2, 0)
     assert ring.delivered == 1 and ring.delivered_through == 0
@@ -92,11 +94,22 @@ def test_ring_take_over_when_the_message_is_stale_refuses(ring: FrameRing) -> No
     ring.recover(1000)
     (info,) = ring.take_ready(1001, newest=False, limit=1)
     assert info.slot == slot
+    ring.mark_sent(info.slot, 5, 1001)
     # when the dead worker's message arrives late
     # then the output stage does not take the frame from the live worker
     assert not ring.take_over(slot, 5, 1000, 2000)
     assert ring.take_over(slot, 5, 1001, 2000)
     assert ring.states()["in_use"] == 1 and int(ring._state[slot]) == SlotState.IN_USE
+
+
+def test_ring_recover_when_the_output_died_with_messages_unread_redoes_the_sent_frames(ring: FrameRing) -> None:
+    # given a frame a worker sent that the output stage never read (it sat in the dead process's socket)
+    slot = _claim(ring, 3, 1000)
+    assert ring.mark_sent(slot, 3, 1000)
+    # when the output stage's death is recovered
+    redone, _freed = ring.recover(2000, sent=True)
+    # then the frame is redone instead of waiting forever for a message that is gone
+    assert redone == 1 and ring.states()["ready"] == 1
 
 
 def test_run_flags_when_set_are_seen_by_an_attached_copy_and_waits_are_bounded() -> None:

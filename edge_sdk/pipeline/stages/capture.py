@@ -32,7 +32,7 @@ class CapturePlan:
 
 
 def run_capture(plan: CapturePlan) -> None:
-    link = StageLink(plan.channels)
+    link = StageLink(plan.channels, "capture")
     stage = f"capture:{plan.spec.name or plan.index}"
     with failures_reported(link, stage):
         ring = FrameRing.attach(plan.ring.name, plan.ring.layout)

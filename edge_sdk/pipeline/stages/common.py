@@ -28,6 +28,7 @@ GAVE_UP_EXIT = 86
 """Exit code of a stage that failed for a reason a restart cannot fix (its StageFailure says why)."""
 CRASHED_EXIT = 1
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_PR_SET_NAME = 15
 _PR_SET_PDEATHSIG = 1
 
 
@@ -57,9 +58,9 @@ class StageChannels:
 class StageLink:
     """A stage process's end of the run: its flags, its report connection, the parent check."""
 
-    def __init__(self, channels: StageChannels):
+    def __init__(self, channels: StageChannels, kind: str):
         self.parent_pid = channels.parent_pid
-        child_setup(channels.parent_pid)
+        child_setup(channels.parent_pid, kind)
         self.control = RunControl.attach(channels.control)
         self._reports = MessageSender(channels.reports_address, give_up=lambda: not self.parent_alive())
         self._stop_seen: float | None = None
@@ -108,14 +109,17 @@ class Reporter:
             self._next = time.monotonic() + self.every
 
 
-def child_setup(parent_pid: int) -> None:
+def child_setup(parent_pid: int, kind: str) -> None:
     """Stop signals are the runtime's to handle: a stage ignores them (Ctrl-C reaches the whole
-    process group) and is stopped through its flags, or killed. A stage dies with its parent."""
+    process group) and is stopped through its flags, or killed. A stage dies with its parent, and
+    is named `edgesdk-<kind>` in ps and top (/proc/PID/comm)."""
     for sig in STOP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # blocked by the runtime while it started us
     if sys.platform == "linux":
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        libc.prctl(_PR_SET_NAME, f"edgesdk-{kind}".encode()[:15], 0, 0, 0)
     if os.getppid() != parent_pid:  # the parent died before the line above took effect
         os._exit(CRASHED_EXIT)
 

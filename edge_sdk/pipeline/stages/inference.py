@@ -36,7 +36,7 @@ class InferencePlan:
 
 
 def run_inference(plan: InferencePlan) -> None:
-    link = StageLink(plan.channels)
+    link = StageLink(plan.channels, "infer")
     stage = f"inference:{plan.worker}"
     with failures_reported(link, stage):
         rings = attach_rings(plan.rings)
@@ -141,7 +141,7 @@ class _Batcher:
             )
             geometry = feed.geometry(info.width, info.height)
             done = InferenceDone(index, info.slot, plan.owner_id, meta, info.timestamp, geometry, outputs, timings)
-            # The output stage takes the slot over when the message arrives; until then it is ours,
-            # so if this process dies the runtime gives the frame back to the ring to be redone.
-            if not self.results.send(done):
+            # The output stage takes the slot over when the message arrives. Until then the frame
+            # is SENT: if this process or the output stage dies, the runtime gives it back to be redone.
+            if rings[index].mark_sent(info.slot, info.seq, plan.owner_id) and not self.results.send(done):
                 rings[index].release(info.slot)

@@ -42,7 +42,7 @@ class OutputPlan:
 
 
 def run_output(plan: OutputPlan) -> None:
-    link = StageLink(plan.channels)
+    link = StageLink(plan.channels, "output")
     with failures_reported(link, "output"):
         inbox = MessageListener(plan.results)
         output = _Output(plan, link)
