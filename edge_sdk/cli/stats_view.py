@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Group
 from rich.table import Table
 
-from edge_sdk.pipeline.runtime import RuntimeSnapshot
+from edge_sdk.pipeline.snapshot import RuntimeSnapshot
 
 
 def render_snapshot(snapshot: RuntimeSnapshot) -> Group:

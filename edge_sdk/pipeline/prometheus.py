@@ -8,7 +8,7 @@ from typing import Any
 
 from edge_sdk.errors import BackendUnavailableError, ConfigError
 
-from .runtime import RuntimeSnapshot
+from .snapshot import RuntimeSnapshot
 
 
 def listen_error(port: int, address: str, exc: OSError) -> str:

@@ -14,7 +14,8 @@ from .config import PipelineConfig
 from .loop import run_inline
 from .metrics import RunSummary
 from .prometheus import PrometheusExporter
-from .runtime import PipelineRuntime, RuntimeSnapshot
+from .runtime import PipelineRuntime
+from .snapshot import RuntimeSnapshot
 
 
 def run_pipeline(

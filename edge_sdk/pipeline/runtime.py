@@ -28,7 +28,7 @@ from edge_sdk.sources.registry import create_source
 from edge_sdk.sources.spec import BufferPolicy, SourceSpec
 from edge_sdk.status import StatusCallback, StatusEvent, StatusKind, ignore_status
 
-from .config import PipelineConfig, RuntimeSpec
+from .config import PipelineConfig
 from .control import RunControl
 from .frame_ring import FrameRing, RingLayout
 from .memory_budget import check_pipeline_memory
@@ -36,7 +36,9 @@ from .message_socket import MessageListener, abstract_address, listening_socket
 from .messages import StageFailure, StageReport
 from .metrics import RunSummary
 from .models import PreparedModels, prepare_models
+from .output_tally import OutputTally
 from .shared_segments import new_run_token, remove_stale_segments, segment_name
+from .snapshot import RuntimeSnapshot, StageView
 from .stages import (
     CapturePlan,
     InferencePlan,
@@ -49,6 +51,7 @@ from .stages import (
 )
 from .stages.common import GAVE_UP_EXIT, started_without_stop_signals
 from .watchdog import RestartBudget
+from .worker_layout import inference_layout
 
 log = logging.getLogger(__name__)
 
@@ -57,50 +60,6 @@ KILL_SECONDS = 1.0
 """What the stop timeout keeps back for killing and reaping the stages that did not drain."""
 OUTPUT_OWNER = 2000
 WORKER_OWNER = 1000
-
-
-@dataclass
-class StageView:
-    """What --stats shows for one stage."""
-
-    name: str
-    kind: str
-    pid: int | None = None
-    restarts: int = 0
-    frames: int = 0
-    fps: float = 0.0
-    busy: float = 0.0
-    """Fraction of wall time spent working over the last report interval."""
-    dropped: int = 0
-    state: str = "starting"
-    _last: tuple[float, int, float, int] | None = None
-    """(when, frames, busy seconds, pid) of the previous report."""
-    _earlier_frames: int = 0
-    """Frames done by processes of this stage that have since been replaced."""
-
-    def update(self, report: StageReport) -> None:
-        now = time.monotonic()
-        if self._last and self._last[3] == report.pid:
-            then, frames, busy, _pid = self._last
-            elapsed = max(now - then, 1e-6)
-            self.fps = (report.frames - frames) / elapsed
-            self.busy = min(1.0, (report.busy_seconds - busy) / elapsed)
-        elif self._last:  # the first report of a restarted process
-            self._earlier_frames += self._last[1]
-        self._last = (now, report.frames, report.busy_seconds, report.pid)
-        self.frames = self._earlier_frames + report.frames
-        self.pid, self.dropped, self.state = report.pid, report.dropped, "running"
-
-
-@dataclass
-class RuntimeSnapshot:
-    """The live picture: stages, rings, recent latency."""
-
-    stages: list[StageView]
-    rings: dict[str, dict[str, int]]
-    latency_p50_ms: float
-    latency_p99_ms: float
-    elapsed: float
 
 
 @dataclass
@@ -130,9 +89,7 @@ class PipelineRuntime:
         self.on_status = on_status
         self.on_snapshot = on_snapshot
         self._ctx = mp.get_context("spawn")
-        self._latencies: list[float] = []
-        self._recent: list[float] = []
-        self._output_extra: dict[str, Any] = {}
+        self._tally = OutputTally()
         self._rings: list[FrameRing] = []
         self._stages: list[_Stage] = []
         self._failure: EdgeSDKError | None = None
@@ -140,8 +97,6 @@ class PipelineRuntime:
         self._causes: dict[int, StageFailure] = {}
         """The last StageFailure each stage process (by pid) sent before it exited."""
         self._source_names: list[str] = []
-        self._earlier_sums: dict[str, float] = {}
-        self._first_result_at: float | None = None
         self._counts: dict[str, dict[str, int]] = {}
         self._control: RunControl | None = None
         self._reports: MessageListener | None = None
@@ -161,6 +116,7 @@ class PipelineRuntime:
         workers, _threads = inference_layout(self.config.runtime, self.profile)
         check_pipeline_memory(self.config, [size for _policy, size in shapes], workers=workers)
         models = prepare_models(self.config, self.profile, self.cache)
+        self.on_status(StatusEvent(StatusKind.PIPELINE_STARTED, self.config.name))
         started = time.monotonic()
         try:
             channels = self._open_channels()
@@ -175,7 +131,13 @@ class PipelineRuntime:
             self._shutdown()
         if self._failure:
             raise self._failure
-        return self._summary(models.primary.built, models.primary.seconds, time.monotonic() - started)
+        return self._tally.summary(
+            self._counts,
+            source_failures=self._source_failures,
+            restarts={s.view.name: s.view.restarts for s in self._stages if s.view.restarts},
+            engine=(models.primary.built, models.primary.seconds),
+            wall=time.monotonic() - started,
+        )
 
     # -- set-up --------------------------------------------------------------------------------------
 
@@ -340,8 +302,7 @@ class PipelineRuntime:
         if stage.view.kind == "capture":  # continue after the last frame it delivered to the ring
             stage.plan = dataclasses.replace(stage.plan, resume_after=self._rings[stage.owner_id].last_seq())
         if stage.view.kind == "output":  # keep what the sinks wrote before the crash
-            sinks = tuple(_resumed_sink(spec, stage.view.restarts) for spec in stage.plan.sinks)
-            stage.plan = dataclasses.replace(stage.plan, sinks=sinks, resumed=True)
+            stage.plan = stage.plan.after_crash(stage.view.restarts)
 
     def _reopen_inference(self) -> None:
         """Frames went back to the rings after every worker had finished (the output stage died
@@ -381,24 +342,19 @@ class PipelineRuntime:
                 stage.view.update(report)
                 break
         if report.stage == "output":
-            self._latencies += report.latencies_ms
-            self._recent = (self._recent + report.latencies_ms)[-500:]
-            previous = self._output_extra
-            if previous and previous.get("pid") != report.pid:  # a restarted output stage starts from zero
-                for name, total in previous.get("timing_sums", {}).items():
-                    self._earlier_sums[name] = self._earlier_sums.get(name, 0.0) + total
-                self._first_result_at = self._first_result_at or previous.get("first_result_at")
-            self._output_extra = report.extra | {"pid": report.pid}
+            self._tally.record(report)
 
     def _emit(self, event: StatusEvent) -> None:
         level = logging.WARNING if event.kind in _WARNINGS else logging.INFO
+        if event.kind is StatusKind.SOURCE_FAILED:  # said once, in the run summary's source_failures
+            level = logging.DEBUG
         log.log(level, "%s: %s %s", event.subject, event.kind.value.replace("_", " "), event.message)
         self.on_status(event)
 
     # -- reporting -----------------------------------------------------------------------------------
 
     def snapshot(self, elapsed: float) -> RuntimeSnapshot:
-        recent = self._recent or [float("nan")]
+        recent = self._tally.recent or [float("nan")]
         return RuntimeSnapshot(
             stages=[stage.view for stage in self._stages],
             rings={
@@ -408,32 +364,6 @@ class PipelineRuntime:
             latency_p50_ms=float(np.percentile(recent, 50)),
             latency_p99_ms=float(np.percentile(recent, 99)),
             elapsed=elapsed,
-        )
-
-    def _summary(self, engine_built: bool, engine_seconds: float, wall: float) -> RunSummary:
-        extra = self._output_extra
-        frames = sum(counts["delivered"] for counts in self._counts.values())
-        first, last = self._first_result_at or extra.get("first_result_at"), extra.get("last_result_at")
-        # FPS over the span of results, so process start-up does not count against throughput.
-        seconds = (last - first) * frames / max(frames - 1, 1) if first and last and frames > 1 else wall
-        sums = dict(self._earlier_sums)
-        for name, total in extra.get("timing_sums", {}).items():
-            sums[name] = sums.get(name, 0.0) + total
-        latencies = self._latencies or [float("nan")]
-        return RunSummary(
-            frames=frames,
-            seconds=seconds,
-            latency_p50_ms=float(np.percentile(latencies, 50)),
-            latency_p99_ms=float(np.percentile(latencies, 99)),
-            stage_mean_ms={name: total / frames for name, total in sums.items() if frames and name != "batch"},
-            sink_failures=dict(extra.get("sink_failures", {})),
-            engine_built=engine_built,
-            engine_seconds=engine_seconds,
-            dropped={name: counts["dropped"] for name, counts in self._counts.items()},
-            frames_skipped={name: counts["skipped"] for name, counts in self._counts.items() if counts["skipped"]},
-            source_failures=dict(self._source_failures),
-            restarts={s.view.name: s.view.restarts for s in self._stages if s.view.restarts},
-            mean_batch=(sums.get("batch", 0.0) / frames) if frames else 0.0,
         )
 
     def _shutdown(self) -> None:
@@ -462,32 +392,8 @@ class PipelineRuntime:
 
 _WARNINGS = {
     StatusKind.SOURCE_LOST,
-    StatusKind.SOURCE_FAILED,
     StatusKind.STAGE_RESTARTED,
     StatusKind.STAGE_FAILED,
     StatusKind.SINK_FAILED,
     StatusKind.FRAMES_DROPPED,
 }
-
-
-def _resumed_sink(spec: Any, restart: int) -> Any:
-    """A sink spec for a restarted output stage: files are appended to, or continued in a new part."""
-    if spec.type == "jsonl":
-        return spec.model_copy(update={"append": True})
-    if spec.type == "video":  # an mp4 cannot be appended to; continue in name.partN.mp4
-        path = spec.path
-        return spec.model_copy(update={"path": path.with_name(f"{path.stem}.part{restart}{path.suffix}")})
-    return spec
-
-
-CPU_PROVIDERS = {"cpu", "xnnpack"}
-
-
-def inference_layout(runtime: RuntimeSpec, profile: DeviceProfile) -> tuple[int, int | None]:
-    """(workers, threads per worker): what the file says, else one single-threaded worker per core
-    (up to 4) on CPU-only profiles, which beats one multi-threaded worker on throughput, and one
-    worker with the profile's threads on accelerators."""
-    cpu_only = all(p.type in CPU_PROVIDERS for p in profile.engine.execution_providers)
-    workers = runtime.inference_workers or (min(os.cpu_count() or 1, 4) if cpu_only else 1)
-    threads = runtime.inference_threads or (1 if cpu_only and workers > 1 else None)
-    return workers, threads

@@ -20,7 +20,7 @@ from edge_sdk.errors import EdgeSDKError
 from edge_sdk.pipeline.config import PipelineConfig, load_pipeline
 from edge_sdk.pipeline.frame_ring import remove_stale_segments, segments_of
 from edge_sdk.pipeline.run import run_pipeline
-from edge_sdk.pipeline.runtime import RuntimeSnapshot
+from edge_sdk.pipeline.snapshot import RuntimeSnapshot
 from edge_sdk.profiles import DeviceProfile, ProfileCatalog
 from edge_sdk.sources.opencv import import_cv2
 from edge_sdk.status import StatusEvent, StatusKind
@@ -397,7 +397,7 @@ def test_inference_layout_when_unset_uses_single_threaded_workers_per_core_on_cp
     catalog: ProfileCatalog,
 ) -> None:
     from edge_sdk.pipeline.config import RuntimeSpec
-    from edge_sdk.pipeline.runtime import inference_layout
+    from edge_sdk.pipeline.worker_layout import inference_layout
 
     cores = min(os.cpu_count() or 1, 4)
     assert inference_layout(RuntimeSpec(), catalog.load("x86-cpu")) == (cores, 1 if cores > 1 else None)

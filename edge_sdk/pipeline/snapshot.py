@@ -1,0 +1,53 @@
+"""What the runtime shows of a running pipeline: one view per stage, and the live snapshot that
+--stats, Prometheus and on_snapshot callbacks get."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from .messages import StageReport
+
+
+@dataclass
+class StageView:
+    """What --stats shows for one stage."""
+
+    name: str
+    kind: str
+    pid: int | None = None
+    restarts: int = 0
+    frames: int = 0
+    fps: float = 0.0
+    busy: float = 0.0
+    """Fraction of wall time spent working over the last report interval."""
+    dropped: int = 0
+    state: str = "starting"
+    _last: tuple[float, int, float, int] | None = None
+    """(when, frames, busy seconds, pid) of the previous report."""
+    _earlier_frames: int = 0
+    """Frames done by processes of this stage that have since been replaced."""
+
+    def update(self, report: StageReport) -> None:
+        now = time.monotonic()
+        if self._last and self._last[3] == report.pid:
+            then, frames, busy, _pid = self._last
+            elapsed = max(now - then, 1e-6)
+            self.fps = (report.frames - frames) / elapsed
+            self.busy = min(1.0, (report.busy_seconds - busy) / elapsed)
+        elif self._last:  # the first report of a restarted process
+            self._earlier_frames += self._last[1]
+        self._last = (now, report.frames, report.busy_seconds, report.pid)
+        self.frames = self._earlier_frames + report.frames
+        self.pid, self.dropped, self.state = report.pid, report.dropped, "running"
+
+
+@dataclass
+class RuntimeSnapshot:
+    """The live picture: stages, rings, recent latency."""
+
+    stages: list[StageView]
+    rings: dict[str, dict[str, int]]
+    latency_p50_ms: float
+    latency_p99_ms: float
+    elapsed: float
