@@ -23,6 +23,8 @@ class StatusKind(str, Enum):
     STAGE_RESTARTED = "stage_restarted"
     STAGE_FAILED = "stage_failed"
     SINK_FAILED = "sink_failed"
+    PIPELINE_STARTED = "pipeline_started"
+    """The engines are ready and frames start to flow (the start-up before it is interruptible)."""
     PIPELINE_STOPPED = "pipeline_stopped"
 
 

@@ -14,6 +14,7 @@ from rich.markup import escape
 from edge_sdk.pipeline.config import PipelineConfig, load_pipeline
 from edge_sdk.pipeline.metrics import RunSummary
 from edge_sdk.pipeline.run import run_pipeline
+from edge_sdk.status import StatusEvent, StatusKind
 
 from .context import CliContext
 from .stats_view import render_snapshot
@@ -33,10 +34,17 @@ def run(ctx: CliContext, pipeline: Path, profile_name: str | None, as_json: bool
     profile = ctx.profile(profile_name or config.profile)
     stop = threading.Event()
     received: list[int] = []
+    started: list[StatusEvent] = []
 
     def request_stop(signum: int, _frame: object) -> None:
         received.append(signum)
         stop.set()
+        if not started:  # still building or loading the engine: that work is not worth finishing
+            raise _StartInterrupted(signum)
+
+    def on_status(event: StatusEvent) -> None:
+        if event.kind is StatusKind.PIPELINE_STARTED:
+            started.append(event)
 
     handlers = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     live = Live(console=ctx.err_console, refresh_per_second=4, transient=False) if stats else None
@@ -44,7 +52,12 @@ def run(ctx: CliContext, pipeline: Path, profile_name: str | None, as_json: bool
     try:
         if live:
             live.start()
-        summary = run_pipeline(config, profile, ctx.cache, stop=stop, on_snapshot=on_snapshot)
+        summary = run_pipeline(config, profile, ctx.cache, stop=stop, on_status=on_status, on_snapshot=on_snapshot)
+    except _StartInterrupted as interrupted:
+        click.echo(
+            f"stopped during start-up, before the first frame ({signal.Signals(interrupted.signum).name})", err=True
+        )
+        raise SystemExit(128 + interrupted.signum) from None
     finally:
         if live:
             live.stop()
@@ -55,6 +68,15 @@ def run(ctx: CliContext, pipeline: Path, profile_name: str | None, as_json: bool
     else:
         _print_summary(ctx, config, profile.name, summary, stopped=stop.is_set())
     _exit_for(config, summary, received)
+
+
+class _StartInterrupted(BaseException):
+    """A stop signal while the engine is still being built or loaded (BaseException, like
+    KeyboardInterrupt, so no `except Exception` on the way swallows it)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
 
 
 def _print_summary(ctx: CliContext, config: PipelineConfig, profile: str, summary: RunSummary, stopped: bool) -> None:
@@ -87,7 +109,8 @@ def _print_summary(ctx: CliContext, config: PipelineConfig, profile: str, summar
     for name, problem in summary.sink_failures.items():
         console.print(f"  [red]sink {escape(name)} failed[/red]: {escape(problem)}")
     for name, problem in summary.source_failures.items():
-        console.print(f"  [red]source {escape(name)} failed[/red]: {escape(problem)}")
+        cause = problem.removeprefix(f"source {name}: ")
+        console.print(f"  [red]source {escape(name)} failed[/red]: {escape(cause)}")
 
 
 def _written_outputs(config: PipelineConfig, summary: RunSummary) -> list[Path]:

@@ -54,6 +54,7 @@ def run_inline(
             if not source.is_live:
                 stack.enter_context(source)
         models = prepare_models(config, profile, cache)
+        on_status(StatusEvent(StatusKind.PIPELINE_STARTED, config.name))
         feed = frame_feed(config.preprocess, models.engine_input)
         postprocess = build_postprocessor(config.postprocess)
         engine = stack.enter_context(models.primary.open())

@@ -1,4 +1,4 @@
-"""`edge-sdk run` in the inline runtime with a source that fails or holds a corrupt image."""
+"""`edge-sdk run`, in both runtimes, with a source that fails or holds a corrupt image."""
 
 from __future__ import annotations
 
@@ -20,7 +20,13 @@ def _wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "400")
 
 
-def write_pipeline(folder: Path, model: Path, source: dict[str, object]) -> Path:
+@pytest.fixture(params=["inline", "processes"])
+def mode(request: pytest.FixtureRequest) -> str:
+    """The runtime: one loop, or stage processes over shared memory."""
+    return str(request.param)
+
+
+def write_pipeline(folder: Path, model: Path, source: dict[str, object], mode: str) -> Path:
     path = folder / "pipeline.yaml"
     document = {
         "name": "shelf-watch",
@@ -28,17 +34,17 @@ def write_pipeline(folder: Path, model: Path, source: dict[str, object]) -> Path
         "sources": [source],
         "postprocess": {"type": "classification", "output": "scores"},
         "sinks": [{"type": "jsonl", "path": "out/results.jsonl"}],
-        "runtime": {"mode": "inline"},
+        "runtime": {"mode": mode, "inference_workers": 1},
     }
     path.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
     return path
 
 
-def test_run_when_inline_source_file_is_missing_prints_one_line_and_exits_non_zero(
-    edge_sdk: Run, tmp_path: Path, tiny_models: dict[str, Path]
+def test_run_when_source_file_is_missing_prints_one_line_and_exits_non_zero(
+    edge_sdk: Run, tmp_path: Path, tiny_models: dict[str, Path], mode: str
 ) -> None:
     # given
-    pipeline = write_pipeline(tmp_path, tiny_models["uint8_mean_classifier"], {"uri": "gone.mp4", "name": "door"})
+    pipeline = write_pipeline(tmp_path, tiny_models["uint8_mean_classifier"], {"uri": "gone.mp4", "name": "door"}, mode)
 
     # when
     code, out, err = edge_sdk("run", pipeline, "--profile", "x86-cpu")
@@ -53,8 +59,8 @@ def test_run_when_inline_source_file_is_missing_prints_one_line_and_exits_non_ze
     assert "frames in" not in out, "no summary claims a run that never started"
 
 
-def test_run_when_inline_folder_holds_a_corrupt_jpeg_reports_it_skipped_in_the_summary(
-    edge_sdk: Run, tmp_path: Path, tiny_models: dict[str, Path]
+def test_run_when_folder_holds_a_corrupt_jpeg_reports_it_skipped_in_the_summary(
+    edge_sdk: Run, tmp_path: Path, tiny_models: dict[str, Path], mode: str
 ) -> None:
     # given three good JPEGs and one of random bytes
     cv2 = import_cv2()
@@ -64,7 +70,7 @@ def test_run_when_inline_folder_holds_a_corrupt_jpeg_reports_it_skipped_in_the_s
     for name in ("a", "b", "d"):
         assert cv2.imwrite(str(folder / f"{name}.jpg"), rng.integers(0, 256, (24, 32, 3), dtype=np.uint8))
     (folder / "c.jpg").write_bytes(rng.integers(0, 256, 2048, dtype=np.uint8).tobytes())
-    pipeline = write_pipeline(tmp_path, tiny_models["uint8_mean_classifier"], {"uri": "images://shelf"})
+    pipeline = write_pipeline(tmp_path, tiny_models["uint8_mean_classifier"], {"uri": "images://shelf"}, mode)
 
     # when
     code, out, err = edge_sdk("run", pipeline, "--profile", "x86-cpu")
@@ -78,8 +84,8 @@ def test_run_when_inline_folder_holds_a_corrupt_jpeg_reports_it_skipped_in_the_s
     assert json_code == 0 and json.loads(json_out)["frames_skipped"] == {"shelf": 1}, "the JSON summary has it too"
 
 
-def test_run_when_inline_source_stops_at_a_corrupt_jpeg_names_it_once_and_exits_non_zero(
-    edge_sdk: Run, tmp_path: Path, tiny_models: dict[str, Path]
+def test_run_when_source_stops_at_a_corrupt_jpeg_names_it_once_and_exits_non_zero(
+    edge_sdk: Run, tmp_path: Path, tiny_models: dict[str, Path], mode: str
 ) -> None:
     # given two good JPEGs and a corrupt one sorted last, read with on_error: stop
     cv2 = import_cv2()
@@ -90,7 +96,7 @@ def test_run_when_inline_source_stops_at_a_corrupt_jpeg_names_it_once_and_exits_
         assert cv2.imwrite(str(folder / f"{name}.jpg"), rng.integers(0, 256, (24, 32, 3), dtype=np.uint8))
     (folder / "c.jpg").write_bytes(rng.integers(0, 256, 2048, dtype=np.uint8).tobytes())
     pipeline = write_pipeline(
-        tmp_path, tiny_models["uint8_mean_classifier"], {"uri": "images://shelf", "on_error": "stop"}
+        tmp_path, tiny_models["uint8_mean_classifier"], {"uri": "images://shelf", "on_error": "stop"}, mode
     )
 
     # when

@@ -1,0 +1,107 @@
+"""What `edge-sdk run` tells a script about a run: its exit code, and only outputs it really wrote."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ..conftest import ASTRONAUT
+from .conftest import Run
+
+EDGE_SDK = str(Path(sys.executable).with_name("edge-sdk"))
+
+
+def write_pipeline(folder: Path, model: Path, sinks: list[dict[str, object]], mode: str = "processes") -> Path:
+    path = folder / "pipeline.yaml"
+    uri = f"synthetic://?image={ASTRONAUT}&frames=30&size=320x240&fps=30&realtime=true"
+    document = {
+        "name": "door",
+        "model": {"path": str(model)},
+        "sources": [{"uri": uri, "name": "door", "max_frames": 20}],
+        "postprocess": {"type": "ssd", "labels": ["person"]},
+        "sinks": sinks,
+        "runtime": {"mode": mode, "inference_workers": 1},
+    }
+    path.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("mode", ["inline", "processes"])
+def test_run_when_every_sink_fails_exits_non_zero_and_claims_no_output(
+    edge_sdk: Run, tmp_path: Path, demo_model: Path, mode: str
+) -> None:
+    # given a JSONL sink whose folder cannot be made (a file stands where it should be)
+    (tmp_path / "out").write_text("not a folder")
+    pipeline = write_pipeline(tmp_path, demo_model, [{"type": "jsonl", "path": "out/results.jsonl"}], mode)
+    # when
+    code, out, err = edge_sdk("run", pipeline, "--profile", "x86-cpu")
+    # then
+    assert code == 1, f"a run that kept no result is not a success: {out} {err}"
+    assert "every sink failed" in err
+    assert "outputs in" not in out, f"no output is claimed: {out}"
+    assert "Traceback" not in out + err
+
+
+def test_run_when_interrupted_while_starting_exits_130_with_no_child_traceback_and_no_claimed_output(
+    tmp_path: Path, demo_model: Path
+) -> None:
+    # given a pipeline with a video and a JSONL sink, interrupted by Ctrl-C while its stages start
+    pipeline = write_pipeline(
+        tmp_path,
+        demo_model,
+        [{"type": "jsonl", "path": "out/results.jsonl"}, {"type": "video", "path": "out/annotated.mp4"}],
+    )
+    process = subprocess.Popen(
+        [EDGE_SDK, "run", str(pipeline), "--profile", "x86-cpu"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "EDGE_SDK_CACHE_DIR": str(tmp_path / "cache"), "COLUMNS": "300"},
+        start_new_session=True,
+    )
+    time.sleep(2.5)  # the engine is built and the stage processes are importing
+    # when the terminal's Ctrl-C reaches the whole group
+    os.killpg(process.pid, signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    # then
+    assert process.returncode == 130, f"Ctrl-C exits 130: {err}"
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, f"no child tracebacks: {err}"
+    claimed = [line for line in out.splitlines() if "outputs in" in line]
+    for name in ("results.jsonl", "annotated.mp4"):
+        if any(name in line for line in claimed):
+            assert (tmp_path / "out" / name).exists(), f"{name} is claimed only if it was written: {out}"
+
+
+def test_run_when_sigterm_arrives_while_the_engine_is_built_stops_at_once_and_leaves_no_lock(
+    tmp_path: Path, demo_model: Path
+) -> None:
+    # given a first run, which builds the detector's engine (several seconds here)
+    pipeline = write_pipeline(tmp_path, demo_model, [{"type": "jsonl", "path": "out/results.jsonl"}])
+    cache = tmp_path / "cache"
+    process = subprocess.Popen(
+        [EDGE_SDK, "run", str(pipeline), "--profile", "x86-cpu"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "EDGE_SDK_CACHE_DIR": str(cache)},
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not any(cache.glob("*.lock")):
+        time.sleep(0.01)
+    assert any(cache.glob("*.lock")), "the build has begun (it holds its key's lock)"
+    # when systemd stops it
+    os.killpg(process.pid, signal.SIGTERM)
+    # then it does not finish the build first: it stops well within the stop timeout
+    out, err = process.communicate(timeout=10)
+    assert process.returncode == 143, err
+    assert "stopped during start-up" in err and "Traceback" not in err, err
+    assert not list(cache.glob("*.lock")), "an interrupted build leaves no lock file"
+    assert not (tmp_path / "out").exists(), "and no output"
