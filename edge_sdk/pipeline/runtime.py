@@ -216,7 +216,7 @@ class PipelineRuntime:
         with started_without_stop_signals():
             stage.process.start()
         stage.finished = False
-        stage.view.pid, stage.view.state = stage.process.pid, "running"
+        stage.view.pid, stage.view.state = stage.process.pid, "starting"
 
     # -- supervision ---------------------------------------------------------------------------------
 
@@ -233,6 +233,7 @@ class PipelineRuntime:
             if (stop.is_set() or self._failure) and stopping_since is None:
                 stopping_since = time.monotonic()
                 control.stop.set()
+                self._kill_starting()
             for stage in self._stages:
                 if stage.process is not None and not stage.finished and not stage.process.is_alive():
                     self._on_exit(stage, stopping=stopping_since is not None or stop.is_set())
@@ -249,6 +250,13 @@ class PipelineRuntime:
                 self.on_snapshot(self.snapshot(time.monotonic() - started))
                 next_snapshot = time.monotonic() + 0.5
         self._receive_reports(0)
+
+    def _kill_starting(self) -> None:
+        """On stop, a stage still importing or loading its engine has nothing to drain: waiting for
+        its start-up would only delay the stop."""
+        for stage in self._stages:
+            if stage.view.state == "starting" and stage.process is not None and stage.process.is_alive():
+                stage.process.kill()
 
     def _on_exit(self, stage: _Stage, stopping: bool) -> None:
         code = stage.process.exitcode

@@ -105,3 +105,18 @@ def test_run_when_sigterm_arrives_while_the_engine_is_built_stops_at_once_and_le
     assert "stopped during start-up" in err and "Traceback" not in err, err
     assert not list(cache.glob("*.lock")), "an interrupted build leaves no lock file"
     assert not (tmp_path / "out").exists(), "and no output"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_cli_when_stopped_while_it_loads_prints_one_line_and_exits_128_plus_the_signal(sig: signal.Signals) -> None:
+    # given the CLI just launched (it spends about a second importing its libraries)
+    process = subprocess.Popen(
+        [EDGE_SDK, "profiles", "list"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    time.sleep(0.15)
+    # when the signal arrives while it imports
+    process.send_signal(sig)
+    out, err = process.communicate(timeout=30)
+    # then
+    assert process.returncode == 128 + sig, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, f"one line: {err!r}"

@@ -87,7 +87,10 @@ class Outcome:
             if self.rows != wanted:
                 missing = sorted(set(wanted) - set(self.rows))
                 found.append(f"{self.fault}: {len(self.rows)} results, missing frames {missing[:10]}")
-        if self.summary is None:
+        if self.summary is None and "stopped during start-up" in self.stderr:
+            if self.rows:
+                found.append(f"{self.fault}: stopped during start-up, yet {len(self.rows)} results were written")
+        elif self.summary is None:
             found.append(f"{self.fault}: no JSON summary on stdout")
         elif self.summary.get("frames") != len(self.rows):
             found.append(

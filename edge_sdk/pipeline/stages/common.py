@@ -97,7 +97,8 @@ class Reporter:
         self.dropped = 0
         self.busy = 0.0
         self.latencies: list[float] = []
-        self._next = time.monotonic() + every
+        self._next = time.monotonic()
+        """The first tick reports at once: the stage's loop runs, so the runtime counts it as started."""
 
     def tick(self, force: bool = False) -> None:
         if force or time.monotonic() >= self._next:
