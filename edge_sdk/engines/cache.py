@@ -13,25 +13,22 @@ import logging
 import os
 import re
 import shutil
-import stat
 import tempfile
 import time
 from collections.abc import Callable, Iterable
 from contextlib import suppress
 from dataclasses import asdict, dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from edge_sdk.errors import ConfigError, EngineCacheError
 
 from .cache_lock import KeyLock
+from .cache_manifest import MANIFEST, MANIFEST_FORMAT, manifest_problem, read_manifest
 
 log = logging.getLogger(__name__)
 
 CACHE_DIR_ENV = "EDGE_SDK_CACHE_DIR"
-MANIFEST = "manifest.json"
-MANIFEST_FORMAT = 1
-MANIFEST_MAX_BYTES = 1 << 20
 DIGEST_CHARS = 32
 MIN_DIGEST_PREFIX = 4
 """The shortest digest prefix `remove` accepts (`cache ls` shows 12 characters)."""
@@ -42,7 +39,6 @@ _BUILD_LEFTOVER = re.compile(
     rf"\.(?P<lock>[0-9a-f]{{{DIGEST_CHARS}}})\.lock|\.(?:tmp|trash)-(?P<work>[0-9a-f]{{{DIGEST_CHARS}}})-.+"
 )
 _PROBE = re.compile(r"\.probe-.+")
-_SDK_MANIFEST_KEYS = {"format": int, "digest": str, "key": dict, "built_at": str, "facts": dict, "files": dict}
 
 
 def default_cache_dir() -> Path:
@@ -260,7 +256,7 @@ class EngineCache:
         return None
 
     def _check(self, directory: Path) -> EntryReport:
-        manifest, problem = _read_manifest(directory)
+        manifest, problem = read_manifest(directory)
         if problem is not None:
             return EntryReport(directory.name, directory, {}, problem)
         files: dict[str, str] = manifest["files"]
@@ -317,57 +313,6 @@ class EngineCache:
             shutil.rmtree(staging, ignore_errors=True)
             raise
         return CacheEntry(final, manifest)
-
-
-def manifest_problem(manifest: object, digest: str) -> str | None:
-    """Why `manifest` is not one the SDK wrote for the entry folder `digest`; None when it is."""
-    if not isinstance(manifest, dict):
-        return "manifest.json is unreadable (not a JSON object)"
-    for name, kind in _SDK_MANIFEST_KEYS.items():
-        if not isinstance(manifest.get(name), kind):
-            return f"manifest.json is unreadable (expected '{name}' as a JSON {_JSON_KIND[kind]})"
-    if manifest["format"] != MANIFEST_FORMAT:
-        return f"manifest.json has format {manifest['format']}, this SDK writes {MANIFEST_FORMAT}"
-    if manifest["digest"] != digest:
-        return f"manifest.json records digest '{manifest['digest'][:40]}', not the folder's name"
-    for name, sha256 in manifest["files"].items():
-        if not _is_safe_name(name) or not isinstance(sha256, str):
-            return f"manifest.json is unreadable (a file entry {name[:40]!r} is not a name and a sha256)"
-    return None
-
-
-_JSON_KIND = {int: "number", str: "string", dict: "object"}
-
-
-def _read_manifest(directory: Path) -> tuple[dict[str, Any], str | None]:
-    path = directory / MANIFEST
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return {}, "manifest.json is missing"
-    except OSError:
-        return {}, "manifest.json is unreadable"
-    with os.fdopen(fd, "rb") as handle:
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return {}, "manifest.json is unreadable (not a regular file)"
-            data = handle.read(MANIFEST_MAX_BYTES + 1)
-        except OSError:
-            return {}, "manifest.json is unreadable"
-    if len(data) > MANIFEST_MAX_BYTES:
-        return {}, f"manifest.json is unreadable (over {MANIFEST_MAX_BYTES} bytes)"
-    try:
-        manifest = json.loads(data)
-    except (ValueError, RecursionError):
-        return {}, "manifest.json is unreadable"
-    problem = manifest_problem(manifest, directory.name)
-    return (manifest, None) if problem is None else ({}, problem)
-
-
-def _is_safe_name(name: str) -> bool:
-    """A path relative to the entry folder that stays inside it."""
-    parts = PurePosixPath(name).parts
-    return bool(name) and "\\" not in name and not name.startswith("/") and ".." not in parts and name != MANIFEST
 
 
 def _is_entry_folder(path: Path) -> bool:
