@@ -162,6 +162,21 @@ class _BoundedLoader(yaml.SafeLoader):
         if depth > MAX_YAML_DEPTH:
             raise _LimitError(f"expected collections nested at most {MAX_YAML_DEPTH} deep, got {depth}{by_alias}", mark)
 
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        """A key written twice is refused: YAML's 'last one wins' silently drops what a hand-edited
+        file meant (`ring_slots: 8` ... `ring_slots: 16`). Keys a merge (`<<: *base`) brings in may
+        still be overridden."""
+        first: dict[str, int] = {}
+        for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
+                if key_node.value in first:
+                    raise _LimitError(
+                        f"key '{key_node.value[:40]}' appears twice (first on line {first[key_node.value]})",
+                        key_node.start_mark,
+                    )
+                first[key_node.value] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep)
+
     def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
         try:
             return super().construct_object(node, deep)
