@@ -16,7 +16,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -71,7 +71,6 @@ class _Stage:
     budget: RestartBudget
     process: Any = None
     finished: bool = False
-    exit_codes: list[int] = field(default_factory=list)
 
 
 class PipelineRuntime:
@@ -260,7 +259,6 @@ class PipelineRuntime:
 
     def _on_exit(self, stage: _Stage, stopping: bool) -> None:
         code = stage.process.exitcode
-        stage.exit_codes.append(code)
         self._receive_reports(0)  # what it said before it died
         cause = self._causes.pop(stage.process.pid, None)
         redone, freed = self._recover(stage.owner_id, sent=stage.view.kind == "output")
@@ -285,9 +283,9 @@ class PipelineRuntime:
                     data={"exit_code": code, "restarts": stage.view.restarts},
                 )
             )
-            self._start(stage)
             if redone:
                 self._reopen_inference()
+            self._start(stage)
             return
         stage.finished, stage.view.state = True, f"failed ({code})"
         message = (

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 
+from edge_sdk.pipeline.frame_ring import segments_of
 from edge_sdk.sources.opencv import import_cv2
 
 from .conftest import Run
@@ -57,6 +59,7 @@ def test_run_when_source_file_is_missing_prints_one_line_and_exits_non_zero(
     assert "source door" in errors[0] and "not found" in errors[0], f"it names the source and the cause: {errors[0]}"
     assert str(tmp_path / "gone.mp4") in errors[0], "and the file it looked for"
     assert "frames in" not in out, "no summary claims a run that never started"
+    assert segments_of(os.getpid()) == [], "no frame ring is left behind"
 
 
 def test_run_when_folder_holds_a_corrupt_jpeg_reports_it_skipped_in_the_summary(
