@@ -4,7 +4,8 @@ Usage: python tools/bench/soak.py [--minutes 5] [--fps 60]
 
 Runs the demo detector on a realtime synthetic camera (640x480) through the multi-process runtime
 with a JSONL sink, samples the resident memory (VmRSS) of the parent and every stage process after
-a warm-up and at the end, then checks /dev/shm for segments left behind.
+a warm-up and at the end, then checks /dev/shm for segments and semaphores left behind and the
+parent's open file descriptors (sockets, locks) before and after.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=30.0, help="seconds before the first memory sample")
     args = parser.parse_args()
 
+    shm_before = set(os.listdir("/dev/shm"))
+    fds_before = len(os.listdir("/proc/self/fd"))
     with tempfile.TemporaryDirectory(prefix="edge-sdk-soak-") as scratch:
         uri = (
             f"synthetic://?image={REPO / 'tools' / 'assets' / 'astronaut.jpg'}"
@@ -84,6 +87,8 @@ def main() -> None:
         runner.join(timeout=60)
         summary = box[0] if box else None
     left = segments_of(os.getpid())  # only this run's: other pipelines may be running on the machine
+    semaphores = sorted(name for name in set(os.listdir("/dev/shm")) - shm_before if name.startswith("sem."))
+    fds_after = len(os.listdir("/proc/self/fd"))
     growth = (sum(last.values()) - sum(first.values())) / sum(first.values()) * 100
     print(f"soak: {args.minutes} min, live source {args.fps} FPS 640x480, demo detector, default runtime")
     if summary is not None:
@@ -94,7 +99,8 @@ def main() -> None:
     print(f"resident memory of parent + stages after {args.warmup:.0f} s warm-up: {sum(first.values()) / 1024:.1f} MiB")
     print(f"at the end: {sum(last.values()) / 1024:.1f} MiB; growth {growth:+.2f}%")
     print(f"samples (MiB): {[round(s / 1024, 1) for s in samples]}")
-    print(f"/dev/shm segments left: {left or 'none'}")
+    print(f"/dev/shm segments left: {left or 'none'}; semaphores created and left: {semaphores or 'none'}")
+    print(f"open file descriptors of the parent before -> after the run: {fds_before} -> {fds_after}")
 
 
 if __name__ == "__main__":
