@@ -85,8 +85,21 @@ def test_reorder_when_a_live_frame_arrives_after_a_newer_one_drops_it_as_stale()
 
 
 def test_reorder_when_flushed_delivers_what_waits_in_order() -> None:
-    ring = Ring(in_flight={0})
+    ring = Ring(in_flight={1}, delivered_through=1)
     reorder = Reorder([BufferPolicy.BLOCK], ring.older_in_flight, ring.delivered_through)
     reorder.push(done(3))
     reorder.push(done(2))
-    assert frames(reorder.flush()) == [2, 3]
+    deliver, drop = reorder.flush()
+    assert frames(deliver) == [2, 3] and drop == []
+
+
+def test_reorder_when_flushed_after_a_stop_drops_what_waits_behind_a_frame_that_never_came() -> None:
+    # given frame 6 stopped with its worker while 7 and 8 arrived
+    ring = Ring(in_flight={6}, delivered_through=5)
+    reorder = Reorder([BufferPolicy.BLOCK], ring.older_in_flight, ring.delivered_through)
+    reorder.push(done(7))
+    reorder.push(done(8))
+    # when the output stage ends
+    deliver, drop = reorder.flush()
+    # then the file's results stay a gapless prefix
+    assert deliver == [] and frames(drop) == [7, 8]

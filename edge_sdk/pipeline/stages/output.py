@@ -77,7 +77,9 @@ def run_output(plan: OutputPlan) -> None:
                         output.deliver(ready)
                 output.deliver(reorder.due())
                 output.reporter.tick()
-            output.deliver(reorder.flush())
+            last, behind_a_gap = reorder.flush()
+            output.deliver(last)
+            output.drop(behind_a_gap)
         finally:
             output.close()
             inbox.close()

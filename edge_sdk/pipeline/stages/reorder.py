@@ -52,12 +52,20 @@ class Reorder:
             out += self._release(index)
         return out
 
-    def flush(self) -> list[InferenceDone]:
-        out = []
-        for waiting in self.waiting:
-            out += [done for _, done in sorted(waiting.items())]
+    def flush(self) -> tuple[list[InferenceDone], list[InferenceDone]]:
+        """At the end: (results to deliver, results to drop). After a stop an older frame may never
+        come; what waits behind it is dropped, so a file's results stay a gapless prefix."""
+        deliver, drop = [], []
+        for index, waiting in enumerate(self.waiting):
+            expected = self.delivered_through(index) + 1
+            for seq, done in sorted(waiting.items()):
+                if seq == expected:
+                    deliver.append(done)
+                    expected += 1
+                else:
+                    drop.append(done)
             waiting.clear()
-        return out
+        return deliver, drop
 
     def _release(self, index: int) -> list[InferenceDone]:
         waiting = self.waiting[index]
