@@ -211,6 +211,8 @@ class PipelineRuntime:
         return _Stage(StageView(name, kind), owner, target, plan, budget)
 
     def _start(self, stage: _Stage) -> None:
+        if stage.process is not None:  # a restart: the old process is dead and reaped; free its descriptor
+            stage.process.close()
         stage.process = self._ctx.Process(target=stage.target, args=(stage.plan,), name=f"edge-sdk {stage.view.name}")
         with started_without_stop_signals():
             stage.process.start()
@@ -382,7 +384,10 @@ class PipelineRuntime:
         for stage in self._stages:
             if stage.process is not None:
                 stage.process.join(timeout=max(0.0, deadline - time.monotonic()))
-        self._receive_reports(0) if self._reports else None
+                if not stage.process.is_alive():
+                    stage.process.close()
+        if self._reports is not None:
+            self._receive_reports(0)
         self._counts = {
             name: {"delivered": ring.delivered, "dropped": ring.dropped, "skipped": ring.skipped}
             for name, ring in zip(self._source_names, self._rings, strict=False)
