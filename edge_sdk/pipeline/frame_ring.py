@@ -30,8 +30,9 @@ from .process_lock import ProcessLock
 from .shared_segments import SHM_DIR, remove_stale_segments, segment_name, segments_of
 
 __all__ = ["FrameRing", "RingLayout", "SlotInfo", "SlotState", "remove_stale_segments", "segments_of"]
-_COUNTERS = 5
-"""written, dropped, delivered, highest delivered sequence number, skipped by the source."""
+_COUNTERS = 6
+"""written, dropped, delivered, highest delivered sequence number, skipped by the source, and
+ready events (frames that became READY: committed or given back to be redone)."""
 
 
 class SlotState(IntEnum):
@@ -160,6 +161,7 @@ class FrameRing:
             self._state[slot] = SlotState.READY
             self._owner[slot] = -1
             self._counters[0] += 1
+            self._counters[5] += 1
 
     def count_dropped(self, frames: int = 1) -> None:
         """Count frames the writer gave up before they reached a slot."""
@@ -245,6 +247,7 @@ class FrameRing:
             self._state[free] = SlotState.FREE
             self._state[redo] = SlotState.READY
             self._owner[held] = -1
+            self._counters[5] += int(redo.any())
             return int(redo.sum()), int(free.sum())
 
     # -- bookkeeping ---------------------------------------------------------------------------------
@@ -266,6 +269,12 @@ class FrameRing:
     def delivered_through(self) -> int:
         """The highest sequence number delivered so far (-1 before the first)."""
         return int(self._counters[3])
+
+    @property
+    def ready_events(self) -> int:
+        """Grows whenever a frame becomes READY. Read without the lock (one aligned int64): a reader
+        that found nothing ready need not look again, under the lock, until this has changed."""
+        return int(self._counters[5])
 
     @property
     def skipped(self) -> int:

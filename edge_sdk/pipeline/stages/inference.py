@@ -61,16 +61,21 @@ def run_inference(plan: InferencePlan) -> None:
 def _serve(rings: list[FrameRing], plan: InferencePlan, link: StageLink, reporter: Reporter, batcher: _Batcher) -> None:
     """On stop, what was already inferred still reaches the sinks; frames waiting in rings do not."""
     next_source = 0
+    looked_at: list[int] | None = None
+    """The rings' ready events when a look found nothing: no need to take their locks again until they change."""
     while link.running():
-        batch = _gather(rings, plan, next_source)
-        next_source = (next_source + 1) % len(rings)
-        if batch:
-            started = time.perf_counter()
-            batcher.infer(batch, rings)
-            reporter.frames += len(batch)
-            reporter.busy += time.perf_counter() - started
-            reporter.tick()
-            continue
+        events = [ring.ready_events for ring in rings]
+        if events != looked_at:
+            batch = _gather(rings, plan, next_source)
+            next_source = (next_source + 1) % len(rings)
+            if batch:
+                started = time.perf_counter()
+                batcher.infer(batch, rings)
+                reporter.frames += len(batch)
+                reporter.busy += time.perf_counter() - started
+                reporter.tick()
+                continue
+            looked_at = events
         if link.control.captures_done.is_set() and not _any_ready(rings):
             return
         reporter.tick()
