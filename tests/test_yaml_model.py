@@ -195,7 +195,10 @@ def test_parse_yaml_when_anchors_are_reused_builds_each_value_once() -> None:
         ("d: 2024-13-45\n", "doc.yaml:1: cannot read value '2024-13-45': month must be in 1..12"),
         ("n: 1." + "5" * 200 + "\n", "doc.yaml:1: expected a number of at most 100 characters, got 202"),
         ("a: &x 1\nb: &x 2\n", "doc.yaml:2: malformed YAML: found duplicate anchor 'x' (first on line 1)"),
-        ("runtime:\n  ring_slots: 8\n  ring_slots: 16\n", "doc.yaml:3: key 'ring_slots' appears twice (first on line 2)"),
+        (
+            "runtime:\n  ring_slots: 8\n  ring_slots: 16\n",
+            "doc.yaml:3: key 'ring_slots' appears twice (first on line 2)",
+        ),
     ],
     ids=["recursive-alias", "deep-nesting", "impossible-date", "long-float", "duplicate-anchor", "duplicate-key"],
 )

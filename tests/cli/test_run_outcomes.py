@@ -100,7 +100,7 @@ def test_run_when_sigterm_arrives_while_the_engine_is_built_stops_at_once_and_le
     # when systemd stops it
     os.killpg(process.pid, signal.SIGTERM)
     # then it does not finish the build first: it stops well within the stop timeout
-    out, err = process.communicate(timeout=10)
+    _out, err = process.communicate(timeout=10)
     assert process.returncode == 143, err
     assert "stopped during start-up" in err and "Traceback" not in err, err
     assert not list(cache.glob("*.lock")), "an interrupted build leaves no lock file"
@@ -116,7 +116,7 @@ def test_cli_when_stopped_while_it_loads_prints_one_line_and_exits_128_plus_the_
     time.sleep(0.15)
     # when the signal arrives while it imports
     process.send_signal(sig)
-    out, err = process.communicate(timeout=30)
+    _out, err = process.communicate(timeout=30)
     # then
     assert process.returncode == 128 + sig, err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, f"one line: {err!r}"

@@ -56,5 +56,5 @@ def test_device_profile_when_batch_is_zero_refuses_it(cpu_profile: DeviceProfile
     document = cpu_profile.model_dump() | {"batch": 0}
 
     # When it is validated, then it is refused with the expected values named
-    with pytest.raises(ValidationError, match="batch size 1..1024"):
+    with pytest.raises(ValidationError, match=r"batch size 1\.\.1024"):
         DeviceProfile.model_validate(document)
