@@ -95,6 +95,7 @@ def prepare_engine(
     if precision != "int8":
         calibration = None
     graph = _with_profile_batch(graph or GraphOptions(), profile)
+    graph = replace(graph, integer_resize=graph.integer_resize and exact_uint8_resize(profile))
     model = model if isinstance(model, ModelFile) else ModelFile.load(model)
     cache = cache or EngineCache()
     key = EngineKey(
@@ -119,6 +120,18 @@ def prepare_engine(
 
     entry, built = cache.get_or_build(key, build)
     return PreparedEngine(entry, model, profile, precision, built, time.perf_counter() - started)
+
+
+INTEGER_RESIZE_PROVIDERS = frozenset({"cpu", "xnnpack"})
+"""Providers whose uint8 NHWC bilinear Resize is exact (ONNX Runtime's CPU integer kernel; XNNPACK
+leaves Resize to it). CUDA's is not (see graph/preprocess_folding.py); for the others it is unverified."""
+
+
+def exact_uint8_resize(profile: DeviceProfile) -> bool:
+    """Whether a folded resize may run on the raw uint8 NHWC frame for `profile`: only when every
+    provider it may run on is a CPU one."""
+    providers = getattr(profile.engine, "execution_providers", None)
+    return providers is not None and all(p.type in INTEGER_RESIZE_PROVIDERS for p in providers)
 
 
 def _with_profile_batch(graph: GraphOptions, profile: DeviceProfile) -> GraphOptions:

@@ -23,7 +23,8 @@ def graph_passes(model: onnx.ModelProto, options: GraphOptions) -> list[GraphPas
     if options.preprocess is not None and getattr(options.preprocess, "fold", True):
         from .preprocess_folding import PreprocessFolding
 
-        passes.append(PreprocessFolding(options.preprocess, _input_name(model, options.input_name)))
+        input_name = _input_name(model, options.input_name)
+        passes.append(PreprocessFolding(options.preprocess, input_name, integer_resize=options.integer_resize))
     passes += [ShapeInference(), ConstantFolding(), NoOpRemoval(), BatchNormFolding()]
     if options.batch != "keep":
         passes.append(BatchSize(options.batch))

@@ -10,7 +10,7 @@ from typing import Literal
 from edge_sdk.errors import ConfigError
 from edge_sdk.pipeline.preprocess import PreprocessSpec
 
-GRAPH_PASSES_VERSION = 1
+GRAPH_PASSES_VERSION = 2
 """Bump when any pass changes the graph it writes, so cached engines built by the old passes rebuild."""
 
 
@@ -18,11 +18,14 @@ GRAPH_PASSES_VERSION = 1
 class GraphOptions:
     """preprocess: fold this preprocessing into the graph (None = leave the input as it is);
     input_name: the input frames go to (None = the model's only input);
-    batch: a fixed batch size, None for a dynamic batch axis "N", or "keep" the model's own."""
+    batch: a fixed batch size, None for a dynamic batch axis "N", or "keep" the model's own;
+    integer_resize: a folded resize runs on the raw uint8 NHWC frame (exact on ONNX Runtime's CPU
+    kernels only), else in float NCHW (exact on every provider)."""
 
     preprocess: PreprocessSpec | None = None
     input_name: str | None = None
     batch: int | Literal["keep"] | None = "keep"
+    integer_resize: bool = True
 
     def __post_init__(self) -> None:
         batch = self.batch
@@ -36,6 +39,7 @@ class GraphOptions:
             "preprocess": self.preprocess.model_dump(mode="json") if self.preprocess else None,
             "input_name": self.input_name,
             "batch": self.batch,
+            "integer_resize": self.integer_resize,
         }
 
     def fingerprint(self) -> str:

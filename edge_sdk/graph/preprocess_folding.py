@@ -1,10 +1,19 @@
 """Fold the pipeline's preprocessing into the model, so raw BGR uint8 frames go straight in.
 
 The folded model's input is `frame`: uint8 NHWC [N, H, W, 3] in BGR (what sources deliver), any H
-and W. Graph nodes then do what `Preprocessor` does in numpy/cv2, in the cheapest order: resize on
-uint8 NHWC (ONNX Runtime's integer bilinear path; half_pixel and no antialias, as cv2.INTER_LINEAR),
-letterbox padding computed in float64 from the frame's shape exactly as `input_geometry` computes it,
-NHWC->NCHW while still uint8, colour swap, cast, then scale and mean/std as one Mul and one Add.
+and W. Graph nodes then do what `Preprocessor` does in numpy/cv2, with letterbox padding computed in
+float64 from the frame's shape exactly as `input_geometry` computes it, and the resize bilinear with
+half_pixel and no antialias (as cv2.INTER_LINEAR). Two forms:
+
+- `integer_resize` (CPU providers): resize on uint8 NHWC (ONNX Runtime's CPU integer bilinear
+  kernel, the cheapest), NHWC->NCHW while still uint8, colour swap, cast, then scale and mean/std as
+  one Mul and one Add;
+- otherwise: NHWC->NCHW and cast to float first, resize and pad in float NCHW, colour swap, then
+  back to uint8 (round, clip) and NHWC where the model wants that. ONNX Runtime's CUDA Resize is
+  wrong on the integer form: it resizes the last two axes whatever the layout, and its uint8
+  bilinear truncates the interpolation weights to 0 (onnxruntime/core/providers/cuda/tensor/
+  resize_impl.cu; NHWC is excluded from CUDA in ORT's own resize tests). Float NCHW is the layout
+  and type every provider's Resize implements.
 
 Where exact, the colour swap, scale and mean/std go into the first convolution's weights and bias
 instead: the Conv must be the only consumer of the model input and must not pad (a zero pad in
@@ -41,9 +50,11 @@ class PreprocessFolding:
 
     name = "preprocess_folding"
 
-    def __init__(self, spec: PreprocessSpec, input_name: str | None = None):
+    def __init__(self, spec: PreprocessSpec, input_name: str | None = None, integer_resize: bool = True):
         self.spec = spec
         self.input_name = input_name
+        self.integer_resize = integer_resize
+        """Resize the raw uint8 NHWC frame (exact on ONNX Runtime's CPU kernels only); else in float NCHW."""
         self.folded_into_conv: str | None = None
         """The Conv whose weights took the colour swap and normalisation, after `apply`; None = explicit nodes."""
         self.detail = ""
@@ -66,7 +77,7 @@ class PreprocessFolding:
         found = _find_input(graph, original.name)
         original = onnx.ValueInfoProto()
         original.CopyFrom(found)
-        nodes = _FoldNodes(self.spec)
+        nodes = _FoldNodes(self.spec, integer_resize=self.integer_resize or self.spec.resize is None)
         conv = _foldable_conv(graph, original.name) if self.spec.dtype == "float32" else None
         pixels = nodes.build(FRAME_INPUT, until_normalise=conv is not None)
         self.folded_into_conv = None
@@ -94,7 +105,8 @@ class PreprocessFolding:
         spec = self.spec
         steps = [f"{FRAME_INPUT} (BGR uint8 NHWC) -> {input_name}:"]
         if spec.resize is not None:
-            steps.append(f"{spec.resize_mode} to {spec.resize[0]}x{spec.resize[1]},")
+            where = "uint8 NHWC" if self.integer_resize else "float NCHW"
+            steps.append(f"{spec.resize_mode} to {spec.resize[0]}x{spec.resize[1]} (in {where}),")
         steps.append(f"{spec.color.upper()} {spec.layout.upper()} {spec.dtype}")
         if self.folded_into_conv is not None:
             steps.append(f"(colour order and normalisation folded into Conv '{self.folded_into_conv}')")
@@ -106,16 +118,19 @@ class _FoldNodes:
     """Builds the preprocessing nodes, from the raw frame to the tensor the model's input took."""
 
     spec: PreprocessSpec
+    integer_resize: bool = True
     nodes: list[onnx.NodeProto] = field(default_factory=list)
     initializers: list[TensorProto] = field(default_factory=list)
 
     def build(self, frame: str, until_normalise: bool) -> str:
         """Add the nodes; return the last tensor. `until_normalise` stops before the colour swap
         and normalisation of a float model (the caller folds them into a Conv)."""
+        if not self.integer_resize:
+            return self._build_in_float(frame, until_normalise)
         spec = self.spec
         x = frame
         if spec.resize is not None:
-            x = self._stretch(x) if spec.resize_mode == "stretch" else self._letterbox(x)
+            x = self._stretch(x, "nhwc") if spec.resize_mode == "stretch" else self._letterbox(x, "nhwc")
         channel_axis = 3
         if spec.layout == "nchw":
             x = self._node("Transpose", [x], "nchw", perm=[0, 3, 1, 2])
@@ -126,6 +141,26 @@ class _FoldNodes:
             x = self._node("Cast", [x], "float", to=TensorProto.FLOAT)
             if not until_normalise:
                 x = self._normalise(x, channel_axis)
+        return x
+
+    def _build_in_float(self, frame: str, until_normalise: bool) -> str:
+        spec = self.spec
+        x = self._node("Transpose", [frame], "nchw", perm=[0, 3, 1, 2])
+        x = self._node("Cast", [x], "float", to=TensorProto.FLOAT)
+        x = self._stretch(x, "nchw") if spec.resize_mode == "stretch" else self._letterbox(x, "nchw")
+        if spec.color == "rgb" and not until_normalise:
+            x = self._node("Gather", [x, self._const("bgr_to_rgb", np.array(_BGR_TO_RGB, np.int64))], "rgb", axis=1)
+        if spec.dtype == "uint8":  # back to the integers a uint8 model takes, as cv2's resize rounds them
+            x = self._node("Round", [x], "rounded")
+            x = self._node("Clip", [x, self._const("zero_f", np.array(0, np.float32)),
+                                    self._const("max_u8", np.array(255, np.float32))], "clipped")  # fmt: skip
+            x = self._node("Cast", [x], "uint8", to=TensorProto.UINT8)
+        channel_axis = 1
+        if spec.layout == "nhwc":
+            x = self._node("Transpose", [x], "nhwc", perm=[0, 2, 3, 1])
+            channel_axis = 3
+        if spec.dtype == "float32" and not until_normalise:
+            x = self._normalise(x, channel_axis)
         return x
 
     def multiplier_and_offset(self) -> tuple[np.ndarray, np.ndarray]:
@@ -155,20 +190,23 @@ class _FoldNodes:
         swapped = self._node("Gather", [planes, order], "rgb_planes", axis=1)
         return self._node("Transpose", [swapped], "rgb", perm=[0, 2, 3, 1])
 
-    def _stretch(self, x: str) -> str:
+    def _stretch(self, x: str, layout: str) -> str:
         width, height = self.spec.resize or (0, 0)
-        batch = self._batch(x)
-        sizes = self._node(
-            "Concat", [batch, self._const("hwc", np.array([height, width, 3], np.int64))], "sizes", axis=0
-        )
+        after_batch = [height, width, 3] if layout == "nhwc" else [3, height, width]
+        sizes = self._node("Concat", [self._batch(x), self._const(f"{layout}_sizes", after_batch)], "sizes", axis=0)
         return self._resize(x, sizes)
 
-    def _letterbox(self, x: str) -> str:
+    def _letterbox(self, x: str, layout: str) -> str:
         # The same float64 operations, in the same order, as input_geometry: scale = min(W/w, H/h),
         # inner = round(size * scale) (half to even in both), pad = (target - inner) // 2.
         width, height = self.spec.resize or (0, 0)
+        first_spatial = 1 if layout == "nhwc" else 2
         shape = self._node("Shape", [x], "shape")
-        size = self._node("Slice", [shape, self._const("one", [1]), self._const("three", [3])], "hw")
+        hw_axes = [
+            self._const(f"axis{first_spatial}", [first_spatial]),
+            self._const(f"axis{first_spatial + 2}", [first_spatial + 2]),
+        ]
+        size = self._node("Slice", [shape, *hw_axes], "hw")
         size_f = self._node("Cast", [size], "hw_f64", to=TensorProto.DOUBLE)
         target = np.array([height, width], np.float64)
         ratio = self._node("Div", [self._const("target_f64", target), size_f], "ratio")
@@ -180,12 +218,16 @@ class _FoldNodes:
         room = self._node("Sub", [self._const("target", target.astype(np.int64)), inner], "room")
         before = self._node("Div", [room, self._const("two_i", [2])], "pad_before")
         after = self._node("Sub", [room, before], "pad_after")
-        sizes = self._node("Concat", [self._batch(x), inner, self._const("channels", [3])], "inner_sizes", axis=0)
-        resized = self._resize(x, sizes)
-        zero = self._const("zero", [0])
-        pads = self._node("Concat", [zero, before, zero, zero, after, zero], "pads", axis=0)
-        grey = self._const("pad_value", np.array(self.spec.pad_value, np.uint8))
-        return self._node("Pad", [resized, pads, grey], "letterboxed", mode="constant")
+        zero, channels = self._const("zero", [0]), self._const("channels", [3])
+        if layout == "nhwc":
+            sizes = self._node("Concat", [self._batch(x), inner, channels], "inner_sizes", axis=0)
+            pads = self._node("Concat", [zero, before, zero, zero, after, zero], "pads", axis=0)
+            grey = self._const("pad_value", np.array(self.spec.pad_value, np.uint8))
+        else:
+            sizes = self._node("Concat", [self._batch(x), channels, inner], "inner_sizes", axis=0)
+            pads = self._node("Concat", [zero, zero, before, zero, zero, after], "pads", axis=0)
+            grey = self._const("pad_value_f", np.array(self.spec.pad_value, np.float32))
+        return self._node("Pad", [self._resize(x, sizes), pads, grey], "letterboxed", mode="constant")
 
     def _resize(self, x: str, sizes: str) -> str:
         return self._node(

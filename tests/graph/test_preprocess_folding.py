@@ -90,13 +90,17 @@ def run(model: Path | onnx.ModelProto, feed: dict[str, np.ndarray]) -> list[np.n
     return list(session.run(None, feed))
 
 
+RESIZE_FORMS = pytest.mark.parametrize("integer_resize", [True, False], ids=["uint8-nhwc-resize", "float-nchw-resize"])
+"""The fold's two forms: the CPU one (resize on the raw uint8 frame) and the one for every other provider."""
+
+
 def reference_and_folded(
-    path: Path, spec: PreprocessSpec, frame: np.ndarray
+    path: Path, spec: PreprocessSpec, frame: np.ndarray, integer_resize: bool = True
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """(unfused model on numpy-preprocessed frame, folded model on the raw frame)."""
     model_input = ModelFile.load(path).inputs[0]
     reference = run(path, {model_input.name: Preprocessor(spec, model_input)(frame)})
-    folded = PreprocessFolding(spec, model_input.name).apply(onnx.load(str(path)))
+    folded = PreprocessFolding(spec, model_input.name, integer_resize).apply(onnx.load(str(path)))
     onnx.checker.check_model(folded, full_check=True)
     return reference, run(folded, {FRAME_INPUT: frame[np.newaxis]})
 
@@ -149,14 +153,15 @@ def test_preprocess_folding_when_detector_gets_a_raw_1080p_frame_matches_numpy_p
         np.testing.assert_allclose(got, want, rtol=1e-4, err_msg="only the colour swap moved into the graph")
 
 
+@RESIZE_FORMS
 def test_preprocess_folding_when_detector_resize_is_folded_finds_the_same_person(
-    demo_model: Path, frame_1080p: np.ndarray
+    demo_model: Path, frame_1080p: np.ndarray, integer_resize: bool
 ) -> None:
     # given the detector with preprocess.resize [300, 300], so its own graph no longer resizes 1080p floats
     spec = PreprocessSpec(color="rgb", resize=(300, 300))
 
     # when
-    reference, folded = reference_and_folded(demo_model, spec, frame_1080p)
+    reference, folded = reference_and_folded(demo_model, spec, frame_1080p, integer_resize)
 
     # then (outputs: count, boxes, scores, classes)
     boxes, scores, folded_boxes, folded_scores = reference[1][0], reference[2][0], folded[1][0], folded[2][0]
@@ -171,16 +176,17 @@ def test_preprocess_folding_when_detector_resize_is_folded_finds_the_same_person
 # --- classifiers: stretch, letterbox, colour order, conv folding ------------------------------------------
 
 
+@RESIZE_FORMS
 @pytest.mark.parametrize("resize_mode", ["stretch", "letterbox"])
 @pytest.mark.parametrize("color", ["rgb", "bgr"])
 def test_preprocess_folding_when_float_classifier_resizes_1080p_keeps_its_top1(
-    models: dict[str, Path], frame_1080p: np.ndarray, resize_mode: str, color: str
+    models: dict[str, Path], frame_1080p: np.ndarray, resize_mode: str, color: str, integer_resize: bool
 ) -> None:
     # given a float32 NCHW classifier with mean/std, 8x8, fed a 1080p frame
     spec = PreprocessSpec(**NORMALISED, resize=(8, 8), resize_mode=resize_mode, color=color)
 
     # when
-    (reference,), (folded,) = reference_and_folded(models["float_classifier"], spec, frame_1080p)
+    (reference,), (folded,) = reference_and_folded(models["float_classifier"], spec, frame_1080p, integer_resize)
 
     # then
     assert folded.argmax() == reference.argmax(), "the same class wins"
@@ -259,16 +265,17 @@ def test_preprocess_folding_when_uint8_model_takes_any_size_passes_frames_of_eve
 SIZES = [(1920, 1080), (640, 480), (480, 640), (128, 96), (333, 77), (50, 300)]
 
 
+@RESIZE_FORMS
 @pytest.mark.parametrize("resize_mode", ["stretch", "letterbox"])
 @pytest.mark.parametrize(("model", "layout"), [("echo_uint8_nhwc", "nhwc"), ("echo_uint8_nchw", "nchw"), ("echo_uint8_opset11", "nhwc")])  # fmt: skip
 def test_preprocess_folding_when_frames_have_several_sizes_places_each_like_the_preprocessor(
-    models: dict[str, Path], astronaut_bgr: np.ndarray, resize_mode: str, model: str, layout: str
+    models: dict[str, Path], astronaut_bgr: np.ndarray, resize_mode: str, model: str, layout: str, integer_resize: bool
 ) -> None:
     # given one folded uint8 RGB model of 128x96 that returns what its graph made of the frame
     # (NHWC, NCHW, and an opset 11 model the pass first upgrades to opset 13)
     spec = PreprocessSpec(color="rgb", layout=layout, resize=(128, 96), resize_mode=resize_mode, pad_value=7)
     path = models[model]
-    folded = PreprocessFolding(spec, "pixels").apply(onnx.load(str(path)))
+    folded = PreprocessFolding(spec, "pixels", integer_resize).apply(onnx.load(str(path)))
     preprocess = Preprocessor(spec, ModelFile.load(path).inputs[0])
     cv2 = import_cv2()
 
@@ -291,8 +298,9 @@ def test_preprocess_folding_when_frames_have_several_sizes_places_each_like_the_
         assert (got[0][padding] == 7).all(), f"{width}x{height}: padding exactly where the geometry puts it"
 
 
+@RESIZE_FORMS
 def test_preprocess_folding_when_float_nhwc_model_scales_and_letterboxes(
-    models: dict[str, Path], astronaut_bgr: np.ndarray
+    models: dict[str, Path], astronaut_bgr: np.ndarray, integer_resize: bool
 ) -> None:
     # given a float32 NHWC model (channel-last mean/std) fed a portrait frame
     spec = PreprocessSpec(
@@ -302,10 +310,32 @@ def test_preprocess_folding_when_float_nhwc_model_scales_and_letterboxes(
     frame = np.ascontiguousarray(astronaut_bgr[:400, :250])
 
     # when
-    (want,), (got,) = reference_and_folded(models["echo_float_nhwc"], spec, frame)
+    (want,), (got,) = reference_and_folded(models["echo_float_nhwc"], spec, frame, integer_resize)
 
     # then one grey level through the normalisation is at most 1/255/0.2
     assert np.abs(got - want).max() <= 1 / 255 / 0.2 + 1e-5, "pixels within one level"
+
+
+@pytest.mark.parametrize("resize_mode", ["stretch", "letterbox"])
+def test_preprocess_folding_when_not_for_a_cpu_provider_resizes_only_float_nchw_tensors(
+    demo_model: Path, resize_mode: str
+) -> None:
+    # given the detector's fold for a GPU profile (ONNX Runtime's CUDA Resize maps only the last two
+    # axes, and truncates uint8 interpolation weights to 0)
+    spec = PreprocessSpec(color="rgb", resize=(300, 300), resize_mode=resize_mode)
+    folded = PreprocessFolding(spec, "image_tensor:0", integer_resize=False).apply(onnx.load(str(demo_model)))
+    # when its shapes and types are inferred
+    inferred = onnx.shape_inference.infer_shapes(folded)
+    values = {v.name: v.type.tensor_type for v in [*inferred.graph.value_info, *inferred.graph.input]}
+    resizes = [node for node in inferred.graph.node if node.op_type == "Resize" and node.name.startswith("edge_sdk")]
+    # then every Resize the fold added takes float NCHW: [N, 3, H, W]
+    assert resizes, "the fold resizes"
+    for node in resizes:
+        tensor = values[node.input[0]]
+        assert tensor.elem_type == TensorProto.FLOAT, (
+            f"{node.name} resizes {TensorProto.DataType.Name(tensor.elem_type)}"
+        )
+        assert tensor.shape.dim[1].dim_value == 3, f"{node.name}: channels on axis 1, the axes Resize leaves alone"
 
 
 # --- bad input ------------------------------------------------------------------------------------------
