@@ -36,7 +36,9 @@ def echo_model() -> onnx.ModelProto:
         [helper.make_tensor_value_info("pixels", TensorProto.UINT8, ["N", 300, 300, 3])],
         [helper.make_tensor_value_info("echo", TensorProto.UINT8, ["N", 300, 300, 3])],
     )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8  # what every onnxruntime since 1.10 reads
+    return model
 
 
 def run(model: onnx.ModelProto, provider: str, frame: np.ndarray) -> tuple[list[np.ndarray], list[str]]:
