@@ -241,7 +241,10 @@ class PipelineRuntime:
             if all(s.finished for s in self._stages if s.view.kind == "capture"):
                 control.captures_done.set()
             if all(s.finished for s in self._stages if s.view.kind == "inference"):
-                control.workers_done.set()
+                if stopping_since is None and self._frames_ready():
+                    self._reopen_inference()  # frames came back to a ring after the last worker left
+                else:
+                    control.workers_done.set()
             if all(s.finished or s.process is None for s in self._stages):
                 break
             if stopping_since is not None and time.monotonic() - stopping_since > grace:
@@ -285,7 +288,7 @@ class PipelineRuntime:
                     data={"exit_code": code, "restarts": stage.view.restarts},
                 )
             )
-            if redone:
+            if stage.view.kind == "output" and self._frames_ready():  # before it can read workers_done
                 self._reopen_inference()
             self._start(stage)
             return
@@ -312,11 +315,14 @@ class PipelineRuntime:
         if stage.view.kind == "output":  # keep what the sinks wrote before the crash
             stage.plan = stage.plan.after_crash(stage.view.restarts)
 
+    def _frames_ready(self) -> bool:
+        return any(ring.states()["ready"] for ring in self._rings)
+
     def _reopen_inference(self) -> None:
-        """Frames went back to the rings after every worker had finished (the output stage died
-        while draining): start the workers again so they are redone."""
+        """Frames went back to the rings after every worker had finished (a stage died while the
+        pipeline drained, and its frames are to be redone): start the workers again."""
         assert self._control is not None
-        finished = [s for s in self._stages if s.view.kind == "inference" and s.finished]
+        finished = [s for s in self._stages if s.view.kind == "inference" and s.view.state == "done"]
         if finished:
             self._control.workers_done.clear()
             for stage in finished:
