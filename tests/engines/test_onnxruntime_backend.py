@@ -13,6 +13,7 @@ from onnx import TensorProto, helper
 
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.engines.engine import PreparedEngine, prepare_engine
+from edge_sdk.engines.onnxruntime import providers as provider_probe
 from edge_sdk.engines.onnxruntime.options import OnnxRuntimeOptions
 from edge_sdk.engines.onnxruntime.session import check_providers, provider_list, session_options
 from edge_sdk.errors import BackendUnavailableError, ConfigError, EngineBuildError, ModelError
@@ -104,6 +105,14 @@ def test_detector_when_cached_engine_runs_matches_plain_onnxruntime_on_the_origi
 # --- Execution provider options -------------------------------------------------------------------------------
 
 
+@pytest.fixture
+def every_listed_provider_loads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Option mapping does not depend on the host: a GPU box without TensorRT's libraries (where the
+    session list leaves TensorRT out, see test_provider_probe.py) maps the profiles the same."""
+    monkeypatch.setattr(provider_probe, "skip_unloadable", lambda ort_name: False)
+
+
+@pytest.mark.usefixtures("every_listed_provider_loads")
 def test_provider_list_when_profile_is_jetson_orin_dla_puts_tensorrt_on_dla_core_0_first(
     catalog: ProfileCatalog, tmp_path: Path
 ) -> None:
@@ -131,6 +140,7 @@ def test_provider_list_when_profile_is_jetson_orin_dla_puts_tensorrt_on_dla_core
     assert all(isinstance(v, str) for _, opts in providers for v in opts.values()), "ORT wants string options"
 
 
+@pytest.mark.usefixtures("every_listed_provider_loads")
 @pytest.mark.parametrize(("precision", "fp16"), [("fp16", "True"), ("fp32", "False")])
 def test_provider_list_when_profile_is_x86_nvidia_uses_tensorrt_on_the_gpu_without_dla(
     precision: str, fp16: str, catalog: ProfileCatalog, tmp_path: Path
@@ -146,6 +156,7 @@ def test_provider_list_when_profile_is_x86_nvidia_uses_tensorrt_on_the_gpu_witho
     assert trt["trt_max_workspace_size"] == str(2048 * 1024 * 1024), "the profile's 2048 MiB must be passed in bytes"
 
 
+@pytest.mark.usefixtures("every_listed_provider_loads")
 @pytest.mark.parametrize(("precision", "mode"), [("fp16", "force_fp16"), ("fp32", "force_fp32")])
 def test_provider_list_when_profile_is_atlas_npu_maps_precision_to_cann_precision_mode(
     precision: str, mode: str, catalog: ProfileCatalog, tmp_path: Path
@@ -164,6 +175,7 @@ def test_provider_list_when_profile_is_atlas_npu_maps_precision_to_cann_precisio
 @pytest.mark.parametrize(
     ("device", "precision", "expected"), [("CPU", "fp32", "FP32"), ("GPU", "fp16", "FP16"), ("GPU", "fp32", "FP32")]
 )
+@pytest.mark.usefixtures("every_listed_provider_loads")
 def test_provider_list_when_openvino_is_configured_passes_device_precision_and_cache_dir(
     device: str, precision: str, expected: str, tmp_path: Path
 ) -> None:
@@ -180,6 +192,7 @@ def test_provider_list_when_openvino_is_configured_passes_device_precision_and_c
     assert Path(opts["cache_dir"]).is_relative_to(tmp_path / "entry"), "OpenVINO's blobs must live in the entry"
 
 
+@pytest.mark.usefixtures("every_listed_provider_loads")
 @pytest.mark.parametrize("device", ["CPU", "GPU"])
 def test_provider_list_when_openvino_builds_int8_passes_a_precision_openvino_accepts(
     device: str, tmp_path: Path
@@ -196,6 +209,7 @@ def test_provider_list_when_openvino_builds_int8_passes_a_precision_openvino_acc
     )
 
 
+@pytest.mark.usefixtures("every_listed_provider_loads")
 @pytest.mark.parametrize(("threads", "expected"), [(0, {}), (2, {"intra_op_num_threads": "2"})])
 def test_provider_list_when_xnnpack_is_configured_passes_its_thread_count(
     threads: int, expected: dict[str, str], tmp_path: Path

@@ -8,8 +8,9 @@ from typing import Any
 from edge_sdk.errors import BackendUnavailableError, ConfigError
 from edge_sdk.precision import Precision
 
+from . import providers
 from .library import import_onnxruntime
-from .options import INSTALL_HINTS, OnnxRuntimeOptions
+from .options import INSTALL_HINTS, ExecutionProvider, OnnxRuntimeOptions
 
 OPTIMIZATION_LEVELS = {"basic": "ORT_ENABLE_BASIC", "extended": "ORT_ENABLE_EXTENDED", "all": "ORT_ENABLE_ALL"}
 
@@ -19,20 +20,36 @@ PROVIDER_CACHE_DIR = "provider_cache"
 
 # Providers that run the QDQ models an int8 build writes (TensorRT takes its int8 scales from the Q/DQ nodes).
 INT8_PROVIDERS = frozenset({"cpu", "xnnpack", "tensorrt", "openvino"})
+FP16_PROVIDERS = frozenset({"tensorrt", "cuda", "cann", "openvino"})
+CPU_PROVIDERS = frozenset({"cpu", "xnnpack"})
 
 
 def provider_list(
     options: OnnxRuntimeOptions, precision: Precision, entry_dir: Path
 ) -> list[tuple[str, dict[str, Any]]]:
-    """The (provider name, provider options) list to give InferenceSession, in priority order."""
+    """The (provider name, provider options) list to give InferenceSession, in priority order.
+
+    A provider onnxruntime lists but cannot load here (TensorRT without libnvinfer) is left out with
+    one warning, so ONNX Runtime never tries it and prints its fallback dump.
+    """
     cache_dir = str(entry_dir / PROVIDER_CACHE_DIR)
-    return [(p.ort_name, p.ort_options(precision, cache_dir)) for p in options.execution_providers]
+    return [
+        (p.ort_name, p.ort_options(precision, cache_dir))
+        for p in options.execution_providers
+        if not providers.skip_unloadable(p.ort_name)
+    ]
 
 
 def check_providers(options: OnnxRuntimeOptions, precision: Precision) -> None:
-    """Fail before building when a provider is missing or cannot run the precision."""
+    """Fail before building when a provider is missing, or cannot load where the profile needs it,
+    or the providers cannot run the precision.
+
+    A listed provider that cannot load is skipped (see `provider_list`) unless the profile needs it:
+    TensorRT on a DLA core (nothing else reaches the DLA), the only providers that run the
+    precision, or the last accelerator of a profile that names one (it would run on the CPU alone).
+    """
     ort = import_onnxruntime()
-    available = set(ort.get_available_providers())
+    available = set(providers.available_providers())
     for provider in options.execution_providers:
         if provider.ort_name not in available:
             raise BackendUnavailableError(
@@ -40,8 +57,18 @@ def check_providers(options: OnnxRuntimeOptions, precision: Precision) -> None:
                 f"onnxruntime {ort.__version__} (it has {', '.join(sorted(available))}); "
                 f"install: {INSTALL_HINTS[provider.type]}"
             )
-    types = {p.type for p in options.execution_providers}
-    if precision == "fp16" and not types & {"tensorrt", "cuda", "cann", "openvino"}:
+    problems = {
+        p.type: problem for p in options.execution_providers if (problem := providers.provider_load_problem(p.ort_name))
+    }
+    loadable = [p for p in options.execution_providers if p.type not in problems]
+    for provider in options.execution_providers:
+        if provider.type in problems and (why := _needed_because(provider, loadable, precision)):
+            raise BackendUnavailableError(
+                f"execution provider '{provider.type}' ({provider.ort_name}) is listed by onnxruntime "
+                f"{ort.__version__} but cannot load: {problems[provider.type]}; the profile needs it: {why}"
+            )
+    types = {p.type for p in loadable}
+    if precision == "fp16" and not types & FP16_PROVIDERS:
         raise ConfigError(
             f"precision fp16 needs a GPU/NPU execution provider (tensorrt, cuda, cann, openvino), got {sorted(types)}"
         )
@@ -53,6 +80,20 @@ def check_providers(options: OnnxRuntimeOptions, precision: Precision) -> None:
             f"precision int8 runs quantised (QDQ) models on the {', '.join(sorted(INT8_PROVIDERS))} execution "
             f"providers, got {sorted(types)}"
         )
+
+
+def _needed_because(provider: ExecutionProvider, loadable: list[ExecutionProvider], precision: Precision) -> str | None:
+    """Why the profile cannot do without `provider`, which cannot load; None when it can skip it."""
+    if provider.type == "tensorrt" and provider.dla_core is not None:
+        return f"only TensorRT runs on DLA core {provider.dla_core}"
+    types = {p.type for p in loadable}
+    if precision == "fp16" and provider.type in FP16_PROVIDERS and not types & FP16_PROVIDERS:
+        return "no other provider of the profile runs fp16"
+    if precision == "int8" and provider.type in INT8_PROVIDERS and not types & INT8_PROVIDERS:
+        return "no other provider of the profile runs int8"
+    if not types - CPU_PROVIDERS:
+        return "without it the profile would run on the CPU alone"
+    return None
 
 
 def session_options(options: OnnxRuntimeOptions, optimization: str | None) -> Any:
