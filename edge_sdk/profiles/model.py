@@ -44,17 +44,36 @@ class DetectionRule(BaseModel):
     )
 
     def matches(self, facts: HostFacts) -> bool:
+        return not self.mismatches(facts)
+
+    def mismatches(self, facts: HostFacts, *, required_only: bool = False) -> list[str]:
+        """The conditions `facts` fails, one line each, the architecture first.
+
+        `required_only` keeps the conditions a profile needs to run (arch, `tegra: true`, `dla: true`,
+        `npu: true`, `nvidia_gpu: true`, board, CPU flags) and drops exclusions such as `tegra: false`,
+        which only steer detection (arm-cpu still runs on a Jetson).
+        """
         board = facts.board.lower()
-        checks = [
-            not self.arch or facts.arch in self.arch,
-            self.tegra is None or facts.is_tegra == self.tegra,
-            not self.board_contains or any(s.lower() in board for s in self.board_contains),
-            self.dla is None or (facts.dla_cores > 0) == self.dla,
-            self.npu is None or (facts.npu_devices > 0 or facts.npu_chip is not None) == self.npu,
-            self.nvidia_gpu is None or bool(facts.nvidia_gpus) == self.nvidia_gpu,
-            all(flag in facts.cpu_flags for flag in self.cpu_flags_all),
-        ]
-        return all(checks)
+        found: list[tuple[bool, str]] = []  # (required, line)
+        if self.arch and facts.arch not in self.arch:
+            arch = " or ".join(self.arch)
+            found.append((True, f"wrong architecture: profile is for {arch}, this host is {facts.arch}"))
+        # (the rule's value, the host's, the line when required, the line when excluded)
+        presence = (
+            (self.tegra, facts.is_tegra, "needs a Jetson (Tegra) board", "is for boards other than a Jetson"),
+            (self.dla, facts.dla_cores > 0, "needs NVDLA cores (a Jetson with DLA)", "is for boards without DLA"),
+            (self.npu, facts.npu_devices > 0 or facts.npu_chip is not None, "needs an Ascend NPU", "excludes NPUs"),
+            (self.nvidia_gpu, bool(facts.nvidia_gpus), "needs an NVIDIA GPU (nvidia-smi lists none)", "excludes GPUs"),
+        )
+        for wanted, present, needs, excludes in presence:
+            if wanted is not None and present != wanted:
+                found.append((wanted, needs if wanted else excludes))
+        if self.board_contains and not any(s.lower() in board for s in self.board_contains):
+            names = " or ".join(self.board_contains)
+            found.append((True, f"needs a board named like {names}, this one is {facts.board.strip() or 'unnamed'}"))
+        if missing := [flag for flag in self.cpu_flags_all if flag not in facts.cpu_flags]:
+            found.append((True, f"needs CPU flags {', '.join(missing)}"))
+        return [line for required, line in found if required or not required_only]
 
 
 class DeviceProfile(BaseModel):
