@@ -9,8 +9,9 @@ import shutil
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from edge_sdk.engines.onnxruntime import providers
 from edge_sdk.engines.registry import BACKENDS
-from edge_sdk.errors import EdgeSDKError
+from edge_sdk.errors import BackendUnavailableError, EdgeSDKError
 from edge_sdk.profiles import HostFacts, HostProbe, ProfileCatalog
 
 # (distribution names that provide it, import name, why, install command)
@@ -47,6 +48,8 @@ class ProfileStatus:
     name: str
     usable: bool
     problem: str | None
+    note: str | None = None
+    """For a usable profile: the providers it skips here because they cannot load."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,8 @@ class DoctorReport:
     packages: list[PackageStatus]
     onnxruntime_providers: list[str]
     profiles: list[ProfileStatus]
+    provider_status: dict[str, str] = field(default_factory=dict)
+    """Each listed provider: "usable" or "listed but cannot load: <missing library; how to install it>"."""
     tools: dict[str, str | None] = field(default_factory=dict)
 
     @property
@@ -74,15 +79,7 @@ def diagnose(catalog: ProfileCatalog, facts: HostFacts | None = None) -> DoctorR
         detected, problem = catalog.detect(facts).name, None
     except EdgeSDKError as exc:
         detected, problem = None, str(exc)
-    profiles = []
-    for name in catalog.names():
-        try:
-            profile = catalog.load(name)
-            backend = BACKENDS[profile.engine.backend]
-            backend.builder().check(profile.engine, profile.default_precision)
-            profiles.append(ProfileStatus(name, True, None))
-        except EdgeSDKError as exc:
-            profiles.append(ProfileStatus(name, False, str(exc)))
+    profiles = [_profile_status(catalog, name, facts) for name in catalog.names()]
     host = asdict(facts) | {"cpu_flags": len(facts.cpu_flags), "device_identity": facts.device_identity()}
     return DoctorReport(
         python=platform.python_version(),
@@ -92,8 +89,26 @@ def diagnose(catalog: ProfileCatalog, facts: HostFacts | None = None) -> DoctorR
         packages=[PackageStatus(imp, why, _version(dists, imp), cmd) for dists, imp, why, cmd in PACKAGES],
         onnxruntime_providers=_ort_providers(),
         profiles=profiles,
+        provider_status=_provider_status(),
         tools={"mosquitto": shutil.which("mosquitto"), "nvidia-smi": shutil.which("nvidia-smi")},
     )
+
+
+def _profile_status(catalog: ProfileCatalog, name: str, facts: HostFacts) -> ProfileStatus:
+    """Usable when the host has what the profile needs, then when its backend can run it here."""
+    try:
+        profile = catalog.load(name)
+        if unmet := profile.detect.mismatches(facts, required_only=True):
+            return ProfileStatus(name, False, unmet[0])
+        BACKENDS[profile.engine.backend].builder().check(profile.engine, profile.default_precision)
+    except EdgeSDKError as exc:
+        return ProfileStatus(name, False, str(exc))
+    skipped = [
+        f"skips {p.ort_name} ({problem})"
+        for p in getattr(profile.engine, "execution_providers", [])
+        if (problem := providers.provider_load_problem(p.ort_name))
+    ]
+    return ProfileStatus(name, True, None, "; ".join(skipped) or None)
 
 
 def _version(distributions: tuple[str, ...], module: str) -> str | None:
@@ -112,7 +127,14 @@ def _version(distributions: tuple[str, ...], module: str) -> str | None:
 
 def _ort_providers() -> list[str]:
     try:
-        import onnxruntime
-    except ImportError:
+        return providers.available_providers()
+    except BackendUnavailableError:  # no onnxruntime: the packages table says how to install it
         return []
-    return list(onnxruntime.get_available_providers())
+
+
+def _provider_status() -> dict[str, str]:
+    status = {}
+    for name in _ort_providers():
+        problem = providers.provider_load_problem(name)
+        status[name] = "usable" if problem is None else f"listed but cannot load: {problem}"
+    return status

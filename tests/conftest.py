@@ -82,14 +82,24 @@ HARDWARE_MARKERS = {
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip hardware tests, with the reason, where the provider they need is absent."""
+    """Skip hardware tests, with the reason, where the provider they need is absent or cannot load."""
+    from edge_sdk.engines.onnxruntime.providers import provider_load_problem
+
     try:
         import onnxruntime
 
         available = set(onnxruntime.get_available_providers())
     except ImportError:
         available = set()
+    reasons: dict[str, str | None] = {}
+    for marker, (provider, reason) in HARDWARE_MARKERS.items():
+        if provider not in available:
+            reasons[marker] = f"{reason} ({provider} not available here)"
+        elif problem := provider_load_problem(provider):
+            reasons[marker] = f"{provider} is listed but cannot load: {problem}"
+        else:
+            reasons[marker] = None
     for item in items:
-        for marker, (provider, reason) in HARDWARE_MARKERS.items():
-            if item.get_closest_marker(marker) and provider not in available:
-                item.add_marker(pytest.mark.skip(reason=f"{reason} ({provider} not available here)"))
+        for marker, skip_reason in reasons.items():
+            if skip_reason and item.get_closest_marker(marker):
+                item.add_marker(pytest.mark.skip(reason=skip_reason))

@@ -39,10 +39,13 @@ def doctor(ctx: CliContext, as_json: bool) -> None:
             p.name, p.purpose, escape(p.version or "") or "[red]missing[/red]", "" if p.version else escape(p.install)
         )
     console.print(packages)
-    console.print(f"onnxruntime providers: {', '.join(report.onnxruntime_providers) or 'none'}")
-    profiles = Table("profile", "usable here", "why not")
+    console.print("onnxruntime providers:" + ("" if report.provider_status else " none"))
+    for provider, state in report.provider_status.items():
+        console.print(f"  {provider}: " + (state if state == "usable" else f"[red]{escape(state)}[/red]"))
+    profiles = Table("profile", "usable here", "why not / note")
     for status in report.profiles:
-        profiles.add_row(status.name, "yes" if status.usable else "[red]no[/red]", escape(status.problem or ""))
+        usable = "yes" if status.usable else "[red]no[/red]"
+        profiles.add_row(status.name, usable, escape(status.problem or status.note or ""))
     console.print(profiles)
     for tool, where in report.tools.items():
         console.print(f"{tool}: {where or 'not found'}")

@@ -1,0 +1,66 @@
+"""diagnose(): profile usability follows the host first, then what the backend can load here."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from edge_sdk.doctor import diagnose
+from edge_sdk.engines.onnxruntime import providers
+from edge_sdk.profiles import HostFacts, ProfileCatalog
+
+from .engines.fake_capi import MISSING_DEPENDENCY, build_fake_capi
+
+GPU_SERVER = HostFacts(arch="x86_64", cpu_model="Test CPU", nvidia_gpus=("NVIDIA H200",))
+ORIN = HostFacts(
+    arch="aarch64",
+    tegra_release="# R36 (release), REVISION: 3.0",
+    device_tree_model="NVIDIA Jetson AGX Orin Developer Kit",
+    device_tree_compatible=("nvidia,tegra234",),
+    dla_cores=2,
+)
+TRT, CUDA, CPU = "TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"
+
+
+@pytest.fixture
+def gpu_wheel_without_tensorrt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """onnxruntime-gpu from pip on a host without TensorRT's libraries: TensorRT listed, not loadable."""
+    capi = build_fake_capi(tmp_path / "capi", loadable=[CUDA], unloadable=[TRT])
+    monkeypatch.setattr(providers, "capi_folder", lambda: capi)
+    monkeypatch.setattr(providers, "available_providers", lambda: [TRT, CUDA, CPU])
+    monkeypatch.setattr(providers, "tensorrt_libs_folder", lambda: None)
+    providers.clear_cache()
+    yield
+    providers.clear_cache()
+
+
+@pytest.mark.usefixtures("gpu_wheel_without_tensorrt")
+def test_diagnose_when_tensorrt_cannot_load_on_a_gpu_server_says_so_and_keeps_x86_nvidia_on_cuda(
+    catalog: ProfileCatalog,
+) -> None:
+    # When doctor looks at an x86 GPU server whose onnxruntime lists TensorRT without its libraries
+    report = diagnose(catalog, GPU_SERVER)
+    profiles = {p.name: p for p in report.profiles}
+
+    # Then the provider is shown as unloadable with the missing library
+    assert report.provider_status[TRT].startswith(f"listed but cannot load: {MISSING_DEPENDENCY} is missing"), (
+        report.provider_status
+    )
+    assert report.provider_status[CUDA] == "usable"
+    # And x86-nvidia runs on CUDA, saying it skips TensorRT; the Jetson profiles are not usable on x86
+    assert profiles["x86-nvidia"].usable, profiles["x86-nvidia"]
+    assert TRT in (profiles["x86-nvidia"].note or ""), "doctor says which provider the profile skips here"
+    for name in ("jetson-orin-dla", "jetson-orin-gpu", "arm-cpu"):
+        assert not profiles[name].usable
+        assert (profiles[name].problem or "").startswith("wrong architecture"), profiles[name]
+    assert profiles["atlas-npu"].problem == "needs an Ascend NPU"
+
+
+def test_diagnose_when_host_is_a_jetson_does_not_call_arm_cpu_excluded(catalog: ProfileCatalog) -> None:
+    # When doctor looks at a Jetson, which arm-cpu's rule excludes from detection (tegra: false)
+    status = {p.name: p for p in diagnose(catalog, ORIN).profiles}["arm-cpu"]
+
+    # Then whatever keeps arm-cpu from running here, it is not the exclusion
+    assert "Jetson" not in (status.problem or ""), f"tegra: false only steers detection, got {status.problem}"
