@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # On the NVIDIA host (the device tool), after the onnxruntime-gpu parts were staged in $HOME/stage
-# (DEVELOPERS notes: ../shared/tools/prepare-gpu-wheels.sh): install them, then check the folded
-# preprocessing on the CUDA EP against the CPU. Everything it prints also lands in $OUT/log.txt.
+# (DEVELOPERS notes: ../shared/tools/prepare-gpu-wheels.sh): install them, then check what the host
+# offers: which listed providers load, doctor, the folded preprocessing on the CUDA EP against the
+# CPU, the demo pipeline on x86-cpu and x86-nvidia, and the hardware-marked tests. Everything it
+# prints also lands in $OUT/log.txt.
 set -uo pipefail
 OUT=${OUT:-/tmp/edge-sdk-out}
 mkdir -p "$OUT"
@@ -15,13 +17,15 @@ fi
 export PYTHONPATH="$HOME/ortsite:$HOME/site:$PWD"
 nvidia-smi -L
 python3 -c "import onnxruntime as o; print('onnxruntime', o.__version__, o.get_available_providers())"
+python3 -m edge_sdk.engines.onnxruntime.providers
+python3 -m edge_sdk.cli.main doctor
 python3 tools/gpu/fold_check.py
 python3 tools/make_demo_video.py build/demo/demo.mp4
 export EDGE_SDK_CACHE_DIR="$HOME/engine-cache"
 for profile in x86-cpu x86-nvidia; do
   python3 -m edge_sdk.cli.main run pipelines/demo.yaml --profile "$profile" --json > "$OUT/run-$profile.json" 2> "$OUT/run-$profile.err"
   echo "run --profile $profile: exit $?, $(grep -o '"frames": [0-9]*' "$OUT/run-$profile.json")"
-  tail -3 "$OUT/run-$profile.err"
+  echo "  EP Error dumps: $(grep -c 'EP Error\|Failed to load library' "$OUT/run-$profile.err"); warnings:"; grep -i "warning" "$OUT/run-$profile.err" | head -3
   cp build/demo/results.jsonl "$OUT/results-$profile.jsonl"
 done
 python3 - "$OUT" <<'PY'
@@ -40,4 +44,5 @@ matched = sum(1 for f, dets in cpu.items() for d in dets if any(iou(d["box"], g[
 print(f"demo detections: x86-cpu {n_cpu}, x86-nvidia {n_gpu} ({100 * (n_gpu - n_cpu) / max(n_cpu, 1):+.1f}%); "
       f"CPU boxes matched on the GPU at IoU >= 0.9: {matched}/{n_cpu}")
 PY
-python3 -m pytest -q -p no:cacheprovider tests/graph/test_preprocess_folding.py tests/engines/test_fold_form.py tests/engines/test_accelerated_profiles.py 2>&1 | tail -5
+python3 -m pytest -q -rs -p no:cacheprovider tests/graph/test_preprocess_folding.py tests/engines/test_fold_form.py \
+  tests/engines/test_accelerated_profiles.py tests/engines/test_provider_probe.py tests/test_doctor.py 2>&1 | tail -8
