@@ -56,7 +56,6 @@ from .pipelines import DEFAULT_START_TIMEOUT_S, PipelineStartError, PipelineSupe
 from .protocol import (
     BAD_REQUEST,
     INTERNAL,
-    MAX_RESPONSE_BYTES,
     UNKNOWN_COMMAND,
     DesiredState,
     LastDeploy,
@@ -67,9 +66,9 @@ from .protocol import (
     decode_command,
     decode_desired,
     encode_message,
+    encode_response,
     error_response,
     offline_presence,
-    oversized_response,
     utc_now,
 )
 from .results import ResultForwarder
@@ -331,14 +330,8 @@ class Agent:
                     self._chunk_bytes -= len(work.message.payload)
 
     def _command(self, message: Message) -> None:
-        if message.retain:
-            # Commands are not retained by design: a retained one would run again at every restart.
-            log.warning(
-                "ignored a retained command on %s (%d bytes): commands are not retained; an operator clears it "
-                "by publishing an empty retained message there",
-                message.topic,
-                len(message.payload),
-            )
+        if message.retain:  # commands are not retained by design: a retained one would run at every restart
+            log.warning("ignored a retained command on %s; clear it with an empty retained message", message.topic)
             return
         try:
             command = decode_command(message.payload, max_bytes=self.config.max_command_bytes)
@@ -371,14 +364,7 @@ class Agent:
         correlation = message.correlation_data
         if correlation is None and response.id != "unknown":
             correlation = response.id.encode()
-        payload = encode_message(response)
-        if len(payload) > MAX_RESPONSE_BYTES:  # the operator could not read it: say so within the limit
-            log.warning(
-                "command %s: a response of %d bytes is over the limit; answered with an error",
-                response.id,
-                len(payload),
-            )
-            payload = encode_message(oversized_response(response, len(payload)))
+        payload = encode_response(response)
         try:
             self.client.publish(self.topics.resp, payload, qos=1, wait=False, correlation_data=correlation)
         except MqttError as exc:

@@ -16,6 +16,7 @@ duplicate keys or NaN, and is validated by a pydantic model with `extra="forbid"
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from datetime import datetime, timezone
 from typing import Annotated, Any, Final, Literal, TypeVar
@@ -26,6 +27,8 @@ from edge_sdk.errors import FleetError, ManifestFormatError, ManifestTooLargeErr
 
 from .manifest import IDENTIFIER_PATTERN, MAX_VERSION, decode_json_object, describe_validation_error
 from .signing import DEFAULT_MAX_SIGNED_BYTES
+
+log = logging.getLogger(__name__)
 
 # A signed envelope carries the manifest as an escaped JSON string; a command or desired state
 # carries the envelope as a string again, so allow twice the envelope plus room for the rest.
@@ -171,6 +174,18 @@ def encode_message(message: BaseModel) -> bytes:
         return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
     except UnicodeEncodeError:
         return json.dumps(data, separators=(",", ":")).encode()
+
+
+def encode_response(response: Response, max_bytes: int = MAX_RESPONSE_BYTES) -> bytes:
+    """The bytes that answer a command: `response`, or its `oversized_response` when it encodes to
+    more than the operator's `decode_response` accepts."""
+    payload = encode_message(response)
+    if len(payload) <= max_bytes:
+        return payload
+    log.warning(
+        "command %s: a response of %d bytes is over the limit; answered with an error", response.id, len(payload)
+    )
+    return encode_message(oversized_response(response, len(payload), max_bytes))
 
 
 def oversized_response(response: Response, size: int, max_bytes: int = MAX_RESPONSE_BYTES) -> Response:
