@@ -70,8 +70,7 @@ def state_option(command: Callable[..., Any]) -> Callable[..., Any]:
 
 @contextmanager
 def connected_operator(broker_file: Path, settle_s: float = 1.0) -> Iterator[FleetOperator]:
-    """An operator connected with the settings in `broker_file` (relative paths start from its folder), its registry
-    filled from retained state."""
+    """An operator connected with `broker_file`'s settings (paths from its folder), registry from retained state."""
     client = MqttClient(load_broker_file(broker_file))
     client.connect()
     try:

@@ -8,11 +8,10 @@
 Topics are `DeviceTopics(device_id)`. The agent subscribes (QoS 1) to `cmd`, `desired` and
 `artifacts/<version>/<name>`; it publishes retained presence on `state` (with a retained offline last
 will), answers every command on `resp` with the command's correlation data, and keeps a retained
-reported state on `reported`. Commands are not retained by design: one that arrives with the retain
-flag (the broker replays it at every subscription, so at every restart) is not run and not answered,
-only logged in one warning line. Every message is handled on one worker thread in arrival order, so
-paho's network thread never waits for an engine build, and a message that cannot be decoded or a
-handler that fails is answered or logged, never fatal.
+reported state on `reported`. Commands are never retained: one with the retain flag is logged, not run.
+Every message is handled on one worker thread in arrival order, so paho's network thread never waits for
+an engine build, and a message that cannot be decoded or a handler that fails is answered or logged,
+never fatal.
 """
 
 from __future__ import annotations
