@@ -3,6 +3,7 @@ Ctrl-C or SIGTERM in that second ends it with one line and 128 + the signal, not
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from types import FrameType
@@ -21,4 +22,7 @@ def main() -> None:
 
 def _stopped_while_loading(signum: int, _frame: FrameType | None) -> None:
     sys.stderr.write(f"stopped during start-up ({signal.Signals(signum).name})\n")
-    raise SystemExit(128 + signum)
+    sys.stderr.flush()
+    # Nothing exists yet to clean up, and an exception raised here inside a C extension's import
+    # would come out as that extension's ImportError traceback instead.
+    os._exit(128 + signum)

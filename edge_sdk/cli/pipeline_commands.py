@@ -54,10 +54,13 @@ def run(ctx: CliContext, pipeline: Path, profile_name: str | None, as_json: bool
             live.start()
         summary = run_pipeline(config, profile, ctx.cache, stop=stop, on_status=on_status, on_snapshot=on_snapshot)
     except _StartInterrupted as interrupted:
-        click.echo(
-            f"stopped during start-up, before the first frame ({signal.Signals(interrupted.signum).name})", err=True
-        )
-        raise SystemExit(128 + interrupted.signum) from None
+        _stopped_during_start_up(interrupted.signum)
+    except Exception:
+        # A signal that lands inside a C extension's import (numpy's, onnxruntime's) comes back as
+        # that extension's ImportError: the signal, not the error, is why the start-up ended.
+        if received and not started:
+            _stopped_during_start_up(received[0])
+        raise
     finally:
         if live:
             live.stop()
@@ -68,6 +71,11 @@ def run(ctx: CliContext, pipeline: Path, profile_name: str | None, as_json: bool
     else:
         _print_summary(ctx, config, profile.name, summary, stopped=stop.is_set())
     _exit_for(config, summary, received)
+
+
+def _stopped_during_start_up(signum: int) -> None:
+    click.echo(f"stopped during start-up, before the first frame ({signal.Signals(signum).name})", err=True)
+    raise SystemExit(128 + signum) from None
 
 
 class _StartInterrupted(BaseException):

@@ -120,3 +120,27 @@ def test_cli_when_stopped_while_it_loads_prints_one_line_and_exits_128_plus_the_
     # then
     assert process.returncode == 128 + sig, err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, f"one line: {err!r}"
+
+
+def test_run_when_a_signal_during_start_up_comes_back_as_an_import_error_still_exits_for_the_signal(
+    tmp_path: Path, demo_model: Path, edge_sdk: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given a start-up in which Ctrl-C lands inside a C extension's import, which (as numpy's and
+    # onnxruntime's do) replaces the signal's exception with its own ImportError
+    from edge_sdk.cli import pipeline_commands
+    from edge_sdk.errors import BackendUnavailableError
+
+    def start_that_converts_the_signal(*_args: object, **_kwargs: object) -> None:
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
+        except BaseException:
+            raise BackendUnavailableError("the onnxruntime backend needs the onnxruntime package") from None
+
+    monkeypatch.setattr(pipeline_commands, "run_pipeline", start_that_converts_the_signal)
+    pipeline = write_pipeline(tmp_path, demo_model, [{"type": "jsonl", "path": "out/results.jsonl"}])
+    # when it runs
+    code, _out, err = edge_sdk("run", pipeline, "--profile", "x86-cpu")
+    # then the user is told about the stop, not about a missing package
+    assert code == 130, err
+    assert "stopped during start-up" in err and "onnxruntime package" not in err, err
