@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -9,11 +10,29 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 OPSET = 18
+IR_VERSION = 8
+"""The IR version test models are written with, whatever onnx builds them: onnx writes its newest by
+default (14 from onnx 1.23), which older ONNX Runtimes refuse (onnxruntime-gpu 1.31 reads up to 13);
+every ONNX Runtime the SDK supports (1.17 and newer) reads 8, the IR of opsets up to 18."""
+
+
+def make_model(
+    graph: onnx.GraphProto,
+    opset: int = OPSET,
+    extra_opsets: Sequence[tuple[str, int]] = (),
+    ir_version: int | None = None,
+) -> onnx.ModelProto:
+    """helper.make_model with the IR version pinned: `ir_version`, else IR_VERSION or what the opsets need if more."""
+    opsets = [helper.make_opsetid("", opset), *(helper.make_opsetid(domain, v) for domain, v in extra_opsets)]
+    model = helper.make_model(graph, opset_imports=opsets)
+    if ir_version is None:
+        ir_version = max(IR_VERSION, helper.find_min_ir_version_for(opsets, ignore_unknown=True))
+    model.ir_version = ir_version
+    return model
 
 
 def _save(graph: onnx.GraphProto, path: Path) -> Path:
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
-    model.ir_version = 8
+    model = make_model(graph)
     onnx.checker.check_model(model)
     path.parent.mkdir(parents=True, exist_ok=True)
     onnx.save(model, str(path))

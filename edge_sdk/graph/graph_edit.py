@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
+from onnx import helper, numpy_helper
 
 
 def copy_model(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -18,6 +18,19 @@ def copy_model(model: onnx.ModelProto) -> onnx.ModelProto:
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
     return copy
+
+
+def keep_ir_version(source: onnx.ModelProto, result: onnx.ModelProto) -> onnx.ModelProto:
+    """`result` (changed in place) with an IR version no newer than `source`'s, unless its opsets need a newer one.
+
+    onnx stamps the newest IR it knows on a model it builds (14 from onnx 1.23), which an older ONNX
+    Runtime refuses (onnxruntime-gpu 1.31 reads up to 13), and ONNX Runtime tells no highest IR it reads:
+    the runtime that read the source reads a result at the source's IR.
+    """
+    ceiling = max(source.ir_version, helper.find_min_ir_version_for(list(result.opset_import), ignore_unknown=True))
+    if result.ir_version > ceiling:
+        result.ir_version = ceiling
+    return result
 
 
 def node_count(model: onnx.ModelProto) -> int:

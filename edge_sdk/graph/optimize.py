@@ -9,6 +9,7 @@ from edge_sdk.errors import ConfigError, EngineBuildError, ModelError
 from .batch_size import BatchSize
 from .batchnorm_folding import BatchNormFolding
 from .constant_folding import ConstantFolding
+from .graph_edit import keep_ir_version
 from .model_pass import GraphPass, PassReport, run_passes
 from .noop_removal import NoOpRemoval
 from .options import GraphOptions
@@ -35,12 +36,14 @@ def graph_passes(model: onnx.ModelProto, options: GraphOptions) -> list[GraphPas
 def optimize_graph(model: onnx.ModelProto, options: GraphOptions) -> tuple[onnx.ModelProto, list[PassReport]]:
     """Run the passes `options` ask for; the result computes the same outputs (within float rounding).
 
-    The input is left untouched. A model with no nodes or an unknown input name is refused before any
-    work; a pass that produced an invalid model (an SDK bug) raises EngineBuildError.
+    The input is left untouched, and the result has no newer IR version than it (what onnx would stamp
+    may be newer than the installed ONNX Runtime reads). A model with no nodes or an unknown input name
+    is refused before any work; a pass that produced an invalid model (an SDK bug) raises EngineBuildError.
     """
     if not isinstance(model, onnx.ModelProto) or not model.graph.node:
         raise ModelError("graph passes: expected an ONNX model with at least one node, got an empty graph")
     optimized, reports = run_passes(model, graph_passes(model, options))
+    keep_ir_version(model, optimized)
     try:
         onnx.checker.check_model(optimized)
     except Exception as exc:  # ValidationError

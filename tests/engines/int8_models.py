@@ -8,6 +8,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from tests import onnx_models
+
 SENSITIVE_NODE = "conv_a"
 """It reads the model input, whose calibrated range a few spiked pixels stretch to ~[-4, 3000] (see
 `labelled_samples`): quantised there, ordinary pixels all fall on the INT8 zero. The Clip after it keeps
@@ -50,8 +52,7 @@ def outlier_cnn(path: Path, classes: int = 4, size: int = 8) -> Path:
         [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", classes])],
         initializers,
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
+    model = onnx_models.make_model(graph, 17)
     onnx.checker.check_model(model)
     path.parent.mkdir(parents=True, exist_ok=True)
     onnx.save(model, str(path))

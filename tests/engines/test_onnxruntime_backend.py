@@ -18,6 +18,7 @@ from edge_sdk.engines.onnxruntime.options import OnnxRuntimeOptions
 from edge_sdk.engines.onnxruntime.session import check_providers, provider_list, session_options
 from edge_sdk.errors import BackendUnavailableError, ConfigError, EngineBuildError, ModelError
 from edge_sdk.profiles import DeviceProfile, HostFacts, ProfileCatalog
+from tests import onnx_models
 
 IMAGE_INPUT = "image_tensor:0"
 # Where the shipped detector finds the astronaut: (ymin, xmin, ymax, xmax), normalised.
@@ -35,9 +36,7 @@ def ort_options(*providers: dict[str, Any]) -> OnnxRuntimeOptions:
 
 def save_checked(graph: onnx.GraphProto, path: Path, *extra_opsets: tuple[str, int]) -> Path:
     """Save a model that onnx.checker accepts (so only ONNX Runtime can object to it)."""
-    opsets = [helper.make_opsetid("", 17), *(helper.make_opsetid(domain, v) for domain, v in extra_opsets)]
-    model = helper.make_model(graph, opset_imports=opsets)
-    model.ir_version = 8
+    model = onnx_models.make_model(graph, 17, extra_opsets)
     onnx.checker.check_model(model)
     onnx.save(model, str(path))
     return path
@@ -326,8 +325,7 @@ def _decodes_but_invalid(tmp_path: Path, demo_model: Path) -> Path:
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
+    model = onnx_models.make_model(graph, 17)
     path = tmp_path / "dangling.onnx"
     onnx.save(model, str(path))
     return path

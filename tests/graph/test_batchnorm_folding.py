@@ -7,6 +7,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from edge_sdk.graph import BatchNormFolding, NoOpRemoval
+from tests import onnx_models
 
 from .helpers import assert_same_outputs, images, ops
 
@@ -67,7 +68,7 @@ def _conv_bn_graph(conv_output_is_also_read: bool, shared_weights: bool) -> onnx
     graph = helper.make_graph(
         nodes, "conv_bn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 6, 6])], outputs, inits
     )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return onnx_models.make_model(graph, 17)
 
 
 def test_batchnorm_folding_when_conv_output_has_another_reader_leaves_it() -> None:

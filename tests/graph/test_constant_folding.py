@@ -8,6 +8,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from edge_sdk.graph import ConstantFolding, constant_folding
+from tests import onnx_models
 
 from .helpers import assert_same_outputs, images, ops
 
@@ -65,7 +66,7 @@ def _shape_arithmetic_model() -> onnx.ModelProto:
             numpy_helper.from_array(np.random.default_rng(6).standard_normal((64, 48)).astype(np.float32), "big"),
         ],
     )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return onnx_models.make_model(graph, 17)
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -94,7 +95,7 @@ def test_constant_folding_when_the_result_is_over_the_size_limit_leaves_it(engin
             numpy_helper.from_array(np.array([64, 1], np.int64), "repeats"),
         ],
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = onnx_models.make_model(graph, 17)
     # when the limit is below 64x48
     small = ConstantFolding(engine, max_elements=1000).apply(model)
     large = ConstantFolding(engine).apply(model)

@@ -7,6 +7,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from edge_sdk.graph import NoOpRemoval
+from tests import onnx_models
 
 from .helpers import assert_same_outputs, images, ops
 
@@ -19,7 +20,7 @@ def _model(nodes: list[onnx.NodeProto], output_shape: list[int], inits: dict[str
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, output_shape)],
         [numpy_helper.from_array(value, name) for name, value in inits.items()],
     )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return onnx_models.make_model(graph, 17)
 
 
 FEEDS = {"x": np.random.default_rng(5).standard_normal((2, 3, 4)).astype(np.float32)}

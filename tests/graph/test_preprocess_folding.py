@@ -35,8 +35,7 @@ NORMALISED = {"dtype": "float32", "layout": "nchw", "scale": 1 / 255, "mean": (0
 
 
 def _save(graph: onnx.GraphProto, path: Path, opset: int = onnx_models.OPSET) -> Path:
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 8
+    model = onnx_models.make_model(graph, opset)
     onnx.checker.check_model(model)
     onnx.save(model, str(path))
     return path

@@ -10,6 +10,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from edge_sdk.graph import BatchSize, ShapeInference
+from tests import onnx_models
 
 from .helpers import assert_same_outputs, images, run
 
@@ -49,7 +50,7 @@ def test_shape_inference_when_declared_output_contradicts_the_graph_warns_and_ke
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = onnx_models.make_model(graph, 17)
     # when
     with caplog.at_level(logging.WARNING, logger="edge_sdk.graph"):
         typed = ShapeInference().apply(model)

@@ -22,6 +22,7 @@ import numpy as np
 import onnx
 
 from edge_sdk.errors import ConfigError, EngineBuildError
+from edge_sdk.graph.graph_edit import keep_ir_version
 
 from ..calibration.settings import Int8Settings
 from .library import import_onnxruntime
@@ -59,7 +60,7 @@ def prepare_for_quantization(model_path: Path, out_path: Path) -> Path:
     Node names are what quantisation excludes by, so calibrate, quantise and analyse the same prepared file.
     """
     ort = import_onnxruntime()
-    model = onnx.load(str(model_path))
+    model = source = onnx.load(str(model_path))
     if _opset(model) < MIN_OPSET:
         try:
             model = onnx.version_converter.convert_version(model, MIN_OPSET)
@@ -92,7 +93,7 @@ def prepare_for_quantization(model_path: Path, out_path: Path) -> Path:
     onnx.helper.set_model_props(
         model, {**{p.key: p.value for p in model.metadata_props}, "onnx.quant.pre_process": "onnxruntime.quant"}
     )
-    onnx.save(model, str(out_path))
+    onnx.save(keep_ir_version(source, model), str(out_path))
     return out_path
 
 
@@ -143,6 +144,7 @@ def quantize_with_ranges(
 
     with tempfile.TemporaryDirectory(prefix="edge-sdk-quantize-") as tmp:
         model = load_model_with_shape_infer(_copy_into(model_path, Path(tmp)))
+    source = onnx.ModelProto(ir_version=model.ir_version)
     known = {node.name for node in model.graph.node}
     unknown = sorted(set(exclude_nodes) - known) + sorted(set(only_nodes or ()) - known)
     if unknown:
@@ -170,7 +172,7 @@ def quantize_with_ranges(
         except (ValueError, RuntimeError, KeyError) as exc:
             raise EngineBuildError(f"quantisation of {model_path.name} failed: {_first_line(exc)}") from None
     result: onnx.ModelProto = quantizer.model.model
-    return result
+    return keep_ir_version(source, result)
 
 
 def resolve_reduce_range(settings: Int8Settings) -> bool:
