@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from edge_sdk.precision import Precision
 
@@ -51,6 +51,20 @@ class XnnpackProvider(_Strict):
 class CudaProvider(_Strict):
     type: Literal["cuda"] = Field(description="NVIDIA CUDA execution provider.")
     device_id: int = Field(0, ge=0, le=MAX_DEVICE_INDEX, strict=True, description=f"GPU index, 0..{MAX_DEVICE_INDEX}.")
+    cuda_graph: bool | Literal["auto"] = Field(
+        False,
+        description="Replay each run as a CUDA graph (ONNX Runtime's enable_cuda_graph), captured once per input "
+        "shape and input buffer: far less launch overhead per call. Needs every node of the engine on CUDA and "
+        "no Loop/If/Scan, and io_binding: auto. true = refuse an engine that cannot (one error line), "
+        "'auto' = use graphs where the engine allows, false = never.",
+    )
+
+    @field_validator("cuda_graph", mode="before")
+    @classmethod
+    def _true_false_or_auto(cls, value: object) -> object:
+        if value is True or value is False or value == "auto":
+            return value
+        raise ValueError("expected true, false or 'auto'")
 
     ort_name: ClassVar[str] = "CUDAExecutionProvider"
 
@@ -165,3 +179,23 @@ class OnnxRuntimeOptions(_Strict):
     graph_optimization: Literal["basic", "extended", "all"] = Field(
         "all", description="ONNX Runtime graph optimisation level applied once at build time."
     )
+    io_binding: Literal["auto", "off"] = Field(
+        "auto",
+        description="How a GPU engine is fed: 'auto' runs sessions whose first provider is CUDA or TensorRT "
+        "through ONNX Runtime's I/O binding (device input buffers kept per input shape; inputs already on the "
+        "GPU, an onnxruntime.OrtValue or any __cuda_array_interface__ array, bound without a copy); 'off' = "
+        "session.run with numpy arrays. CPU sessions always use session.run.",
+    )
+
+    @field_validator("io_binding", mode="before")
+    @classmethod
+    def _yaml_off(cls, value: object) -> object:
+        return "off" if value is False else value  # YAML 1.1 reads a bare `off` as false
+
+    @model_validator(mode="after")
+    def _cuda_graph_needs_io_binding(self) -> OnnxRuntimeOptions:
+        if self.io_binding == "off" and any(
+            isinstance(p, CudaProvider) and p.cuda_graph is True for p in self.execution_providers
+        ):
+            raise ValueError("cuda_graph: true needs io_binding: auto (CUDA graphs replay fixed device buffers)")
+        return self

@@ -1,9 +1,11 @@
-"""Run: the saved optimised graph, loaded with optimisation off."""
+"""Run: the saved optimised graph, loaded with optimisation off; GPU sessions through I/O binding."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -13,9 +15,23 @@ from edge_sdk.precision import Precision
 from ..runner import EngineRunner
 from ..tensor_meta import TensorMeta
 from .builder import OPTIMIZED_MODEL
+from .io_binding import (
+    BoundSession,
+    DeviceArray,
+    binding_device,
+    control_flow_ops,
+    cuda_graph_request,
+    device_array,
+    host_array,
+    with_cuda_graph,
+)
 from .library import import_onnxruntime
 from .options import OnnxRuntimeOptions
 from .session import provider_list, session_options
+
+log = logging.getLogger(__name__)
+
+Feeding = Literal["session.run", "io_binding", "cuda_graph"]
 
 # ONNX Runtime names element types like ONNX does ("tensor(float)"); numpy names differ for a few.
 _ORT_TYPE_NAMES = {"float": "float32", "double": "float64", "bool": "bool"}
@@ -26,6 +42,7 @@ class SessionRunner(EngineRunner):
 
     def __init__(self) -> None:
         self._session: Any = None
+        self._bound: BoundSession | None = None
         self._inputs: tuple[TensorMeta, ...] = ()
         self._outputs: tuple[TensorMeta, ...] = ()
         self._output_names: list[str] = []
@@ -40,6 +57,7 @@ class SessionRunner(EngineRunner):
         self._output_names = [meta.name for meta in self._outputs]
 
     def deactivate(self) -> None:
+        self._bound = None
         self._session = None
 
     @property
@@ -50,9 +68,33 @@ class SessionRunner(EngineRunner):
     def outputs(self) -> tuple[TensorMeta, ...]:
         return self._outputs
 
+    @property
+    def feeding(self) -> Feeding:
+        """How inputs reach the session: plain session.run, I/O binding, or I/O binding replaying CUDA graphs."""
+        if self._bound is None:
+            return "session.run"
+        return "cuda_graph" if self._bound.cuda_graph else "io_binding"
+
+    def infer(self, feed: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """Run on numpy arrays or, when `feeding` is not session.run, on inputs already in GPU memory
+        (an onnxruntime.OrtValue on the GPU, or a CuPy/PyTorch array: anything with
+        `__cuda_array_interface__`, C-contiguous, its writes finished). Outputs are numpy arrays."""
+        inputs: dict[str, Any] = {}
+        for name, value in feed.items():
+            inputs[name] = device_array(value) or host_array(value)
+        return super().infer(inputs)
+
     def _infer(self, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         if self._session is None:
             raise RuntimeError("runner is not active; use it as a context manager or call activate()")
+        if self._bound is not None:
+            return self._bound.run(feed)
+        for name, value in feed.items():
+            if isinstance(value, DeviceArray):
+                raise ModelError(
+                    f"input '{name}' is in GPU memory, but this engine runs through session.run on "
+                    f"{self._session.get_providers()[0]}: feed a numpy array"
+                )
         values = self._session.run(self._output_names, feed)
         return dict(zip(self._output_names, values, strict=True))
 
@@ -65,15 +107,46 @@ class OnnxRuntimeRunner(SessionRunner):
         self.entry_dir = entry_dir
         self.options = options
         self.precision = precision
+        self._cuda_graph = False
+
+    def activate(self) -> None:
+        self._cuda_graph = False
+        super().activate()
+        device = binding_device(self.options, self._session)
+        if device is not None:
+            self._bound = BoundSession(self._session, self._output_names, *device, cuda_graph=self._cuda_graph)
 
     def _open_session(self) -> Any:
         ort = import_onnxruntime()
         so = session_options(self.options, optimization=None)
         providers = provider_list(self.options, self.precision, self.entry_dir)
+        model = str(self.entry_dir / OPTIMIZED_MODEL)
+        graphs = cuda_graph_request(self.options, providers)
+        if graphs == "auto" and (found := control_flow_ops(model)):
+            log.info("cuda_graph auto: not for %s, it has %s", self.entry_dir.name, ", ".join(sorted(found)))
+            graphs = False
+        if graphs:
+            try:
+                session = ort.InferenceSession(model, so, providers=with_cuda_graph(providers))
+            except Exception as exc:
+                if graphs is True:
+                    raise EngineBuildError(
+                        f"cannot load engine {self.entry_dir} with cuda_graph: true (CUDA graphs need every node on "
+                        f"CUDA and no Loop/If/Scan; set cuda_graph: auto or false): {_first_line(exc)}"
+                    ) from None
+                log.info("cuda_graph auto: not for %s: %s", self.entry_dir.name, _first_line(exc))
+            else:
+                self._cuda_graph = True
+                return session
         try:
-            return ort.InferenceSession(str(self.entry_dir / OPTIMIZED_MODEL), so, providers=providers)
+            return ort.InferenceSession(model, so, providers=providers)
         except Exception as exc:
-            raise EngineBuildError(f"cannot load engine {self.entry_dir}: {str(exc).strip().splitlines()[0]}") from None
+            raise EngineBuildError(f"cannot load engine {self.entry_dir}: {_first_line(exc)}") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _meta(arg: Any) -> TensorMeta:
