@@ -69,6 +69,11 @@ class SessionRunner(EngineRunner):
         return self._outputs
 
     @property
+    def providers(self) -> list[str]:
+        """The providers the open session runs on, in priority order."""
+        return list(self._session.get_providers()) if self._session is not None else []
+
+    @property
     def feeding(self) -> Feeding:
         """How inputs reach the session: plain session.run, I/O binding, or I/O binding replaying CUDA graphs."""
         if self._bound is None:
