@@ -25,11 +25,12 @@ from edge_sdk.engines.cache import NotAnEntry
 from edge_sdk.engines.calibration import Calibration, int8_settings, make_calibration
 from edge_sdk.engines.calibration.setup import TaskKind
 from edge_sdk.engines.engine import PreparedEngine, prepare_engine, verify_cache
+from edge_sdk.engines.equivalence import GateData
 from edge_sdk.engines.model_file import ModelFile
 from edge_sdk.errors import ConfigError, SourceError
 from edge_sdk.graph.options import GraphOptions
 from edge_sdk.pipeline.config import load_pipeline
-from edge_sdk.pipeline.models import pipeline_calibration, pipeline_graph
+from edge_sdk.pipeline.models import pipeline_calibration, pipeline_gate, pipeline_graph, pipeline_input
 from edge_sdk.precision import PRECISIONS, Precision
 from edge_sdk.profiles import DeviceProfile
 
@@ -82,17 +83,25 @@ def int8_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 @dataclass(frozen=True)
 class EngineRequest:
-    """What to prepare: the model, the profile, the precision, the graph passes and (int8) the calibration."""
+    """What to prepare: the model, the profile, the precision, the graph passes, (int8) the calibration
+    and what the equivalence gate runs (a pipeline's source and post-processing, else the defaults)."""
 
     model: ModelFile
     profile: DeviceProfile
     precision: Precision
     graph: GraphOptions | None
     calibration: Calibration | None
+    gate: GateData | None = None
 
     def prepare(self, ctx: CliContext) -> PreparedEngine:
         return prepare_engine(
-            self.model, self.profile, self.precision, ctx.cache, graph=self.graph, calibration=self.calibration
+            self.model,
+            self.profile,
+            self.precision,
+            ctx.cache,
+            graph=self.graph,
+            calibration=self.calibration,
+            gate=self.gate,
         )
 
 
@@ -129,7 +138,8 @@ def engine_request(
         given = ["--calib"] if calib is not None else [flag for flag, value in int8_flags.items() if value is not None]
         verb = "applies" if len(given) == 1 else "apply"
         raise ConfigError(f"{', '.join(given)} {verb} to int8 builds; expected --precision int8, got {precision}")
-    return EngineRequest(model_file, profile, precision, graph, calibration)
+    gate = pipeline_gate(pipeline, pipeline_input(pipeline, model_file)) if pipeline else None
+    return EngineRequest(model_file, profile, precision, graph, calibration, gate)
 
 
 @click.command()
@@ -158,6 +168,11 @@ def build(
     if "int8" in facts:
         for line in describe_int8(facts["int8"]):
             click.echo(f"  {line}")
+    gate = prepared.gate
+    if gate is not None:
+        click.echo(f"  {gate.line()}")
+        if gate.fold_fallback:
+            click.echo(f"  preprocessing left outside the engine: the folded form failed ({gate.fold_fallback})")
 
 
 def describe_int8(int8: dict[str, Any]) -> list[str]:
@@ -277,7 +292,9 @@ def cache_ls(ctx: CliContext, as_json: bool) -> None:
         click.echo(json.dumps(rows, indent=2))
         _echo_not_entries(ctx.cache.not_entries(), err=True)
         return
-    table = Table("digest", "model", "profile", "backend", "precision", "built", "state", title=str(ctx.cache.root))
+    table = Table(
+        "digest", "model", "profile", "backend", "precision", "built", "gate", "state", title=str(ctx.cache.root)
+    )
     for r in reports:
         key = r.manifest.get("key", {})
         model = Path(str(r.manifest.get("facts", {}).get("model_path", "?"))).name
@@ -289,10 +306,28 @@ def cache_ls(ctx: CliContext, as_json: bool) -> None:
             escape(backend),
             escape(str(key.get("precision", "?"))),
             escape(str(r.manifest.get("built_at", "?"))),
+            _gate_cell(r.manifest),
             escape(r.problem or "ok"),
         )
     ctx.console.print(table)
     _echo_not_entries(ctx.cache.not_entries())
+
+
+def _gate_cell(manifest: dict[str, Any]) -> str:
+    """The equivalence gate's outcome in a few words: its task metric, and whether the fold fell back."""
+    gate = manifest.get("facts", {}).get("equivalence")
+    if not isinstance(gate, dict):
+        return "not run"
+    report = gate.get("report", {})
+    if report.get("matched_boxes") is not None:
+        measure = f"boxes {report['matched_boxes']:.0%}"
+    elif report.get("top1_agreement") is not None:
+        measure = f"top-1 {report['top1_agreement']:.0%}"
+    else:
+        cosines = [output.get("cosine", 0.0) for output in report.get("outputs", [])]
+        measure = f"cos {min(cosines):.4f}" if cosines else ""
+    state = "passed" if gate.get("passed") else "failed"
+    return escape(f"{state} {measure}{', unfolded' if gate.get('fold_fallback') else ''}".strip())
 
 
 @cache.command("rm")

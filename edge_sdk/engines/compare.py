@@ -188,7 +188,7 @@ def resolve_engine(spec: EngineSpec, setup: CompareSetup) -> ResolvedEngine:
     prepared = prepare_engine(model, profile, precision, setup.cache, graph=graph, calibration=calibration)
     feeds_model = _graph_model(prepared.entry) or model
     label = f"{spec.model.name}@{profile.name}:{precision} ({prepared.entry.digest[:12]})"
-    return ResolvedEngine(label, prepared.open, feeds_model, _folded(prepared.entry))
+    return ResolvedEngine(label, prepared.open, feeds_model, prepared.folded)
 
 
 def _graph_options(model: ModelFile, setup: CompareSetup) -> GraphOptions | None:
@@ -223,14 +223,11 @@ def _cached_engine(spec: EngineSpec, setup: CompareSetup) -> ResolvedEngine:
     if feeds_model is None:
         raise ModelError(f"cache entry {entry.digest[:12]}: expected its graph model or {model_path}, found neither")
     label = f"{model_path.name}@{profile.name}:{precision} (cached {entry.digest[:12]})"
+    from .engine import entry_folded
+
     return ResolvedEngine(
-        label, lambda: backend.runner(entry.directory, profile.engine, precision), feeds_model, _folded(entry)
+        label, lambda: backend.runner(entry.directory, profile.engine, precision), feeds_model, entry_folded(entry)
     )
-
-
-def _folded(entry: CacheEntry) -> bool:
-    passes = entry.manifest.get("facts", {}).get("graph_passes", [])
-    return any(report.get("name") == "preprocess_folding" for report in passes)
 
 
 def _graph_model(entry: CacheEntry) -> ModelFile | None:

@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import logging
+import shutil
 import time
 from dataclasses import dataclass, replace
+from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from edge_sdk.errors import ConfigError
+import numpy as np
+
+from edge_sdk.errors import ConfigError, EngineBuildError
 from edge_sdk.precision import Precision
 from edge_sdk.profiles import DeviceProfile, HostFacts, HostProbe
 
+from .accuracy import AccuracyGate
 from .cache import CacheEntry, EngineCache, EngineKey, EntryReport
+from .equivalence import GateData, GateVerdict, check_equivalence
+from .equivalence_settings import EquivalenceSettings
 from .model_file import ModelFile
 from .registry import BACKENDS, get_backend
 from .runner import EngineRunner
@@ -57,6 +64,16 @@ class PreparedEngine:
         return backend.runner(self.entry.directory, options, self.precision)
 
     @property
+    def folded(self) -> bool:
+        """The preprocessing is inside the engine (it takes raw frames): asked for, and it passed the gate."""
+        return entry_folded(self.entry)
+
+    @property
+    def gate(self) -> GateVerdict | None:
+        """What the equivalence gate measured when this engine was built (None for older entries)."""
+        return entry_gate(self.entry)
+
+    @property
     def inputs(self) -> tuple[TensorMeta, ...]:
         """The engine's inputs: the model's, unless the graph passes changed them (folded preprocessing)."""
         graph_model = self.entry.directory / GRAPH_DIR / self.model.path.name
@@ -72,12 +89,18 @@ def prepare_engine(
     *,
     graph: GraphOptions | None = None,
     calibration: Calibration | None = None,
+    gate: GateData | None = None,
 ) -> PreparedEngine:
     """Validate arguments, then return the cached engine for this key or build it.
 
     `model` is an ONNX path, or a `ModelFile` the caller already loaded (so it is not read twice).
     `graph` says how the SDK's graph passes rewrite the model first (folded preprocessing, batch);
     the defaults still run them. `calibration` is required for int8 and ignored otherwise.
+
+    Every build ends with the equivalence gate (equivalence.py) on `gate`'s frames (default: the
+    shipped image): an engine that fails it is refused with EngineBuildError; when only its folded
+    preprocessing fails, the engine is built again with the preprocessing left outside, with one
+    warning (`PreparedEngine.folded` says which the entry holds).
     """
     from edge_sdk.graph.options import GraphOptions
 
@@ -111,12 +134,38 @@ def prepare_engine(
         calibration_sha256=calibration.fingerprint() if calibration else None,
     )
 
+    settings = profile.equivalence or EquivalenceSettings()
+    thresholds = _gate_thresholds(settings, calibration)
+    what = f"{model.path.name} on {profile.name} ({precision})"
+
+    def build_and_gate(
+        out_dir: Path, passes: GraphOptions, data: GateData, frames: tuple[np.ndarray, ...]
+    ) -> tuple[dict[str, object], GateVerdict]:
+        graph_model, graph_facts = _apply_graph_passes(model, passes, out_dir / GRAPH_DIR / model.path.name)
+        build_facts = builder.build(graph_model, profile.engine, precision, out_dir, calibration)
+        runner = backend.runner(out_dir, profile.engine, precision)
+        verdict = check_equivalence(model, runner, passes.preprocess is not None, data, frames, thresholds)
+        return {"model_path": str(model.path.resolve()), "graph_passes": graph_facts, **build_facts}, verdict
+
     def build(out_dir: Path) -> dict[str, object]:
         log.info("building %s engine for %s (%s, %s)", backend.name, model.path.name, profile.name, precision)
         model.check()
-        graph_model, graph_facts = _apply_graph_passes(model, graph, out_dir / GRAPH_DIR / model.path.name)
-        build_facts = builder.build(graph_model, profile.engine, precision, out_dir, calibration)
-        return {"model_path": str(model.path.resolve()), "graph_passes": graph_facts, **build_facts}
+        data = _gate_data(gate, graph, calibration)
+        frames = data.read_frames(settings.frames)
+        facts, verdict = build_and_gate(out_dir, graph, data, frames)
+        if not verdict.passed and graph.preprocess is not None:
+            log.warning(
+                "%s: the folded preprocessing fails the equivalence gate (%s); building the engine with the "
+                "preprocessing outside it",
+                what,
+                "; ".join(verdict.failures),
+            )
+            _empty(out_dir)
+            facts, unfolded = build_and_gate(out_dir, replace(graph, preprocess=None), data, frames)
+            verdict = replace(unfolded, fold_fallback=verdict.line())
+        if not verdict.passed:
+            raise EngineBuildError(f"{what}: refused, the engine does not match the model: {verdict.line()}")
+        return facts | {"equivalence": verdict.to_dict()}
 
     entry, built = cache.get_or_build(key, build)
     return PreparedEngine(entry, model, profile, precision, built, time.perf_counter() - started)
@@ -132,6 +181,44 @@ def exact_uint8_resize(profile: DeviceProfile) -> bool:
     provider it may run on is a CPU one."""
     providers = getattr(profile.engine, "execution_providers", None)
     return providers is not None and all(p.type in INTEGER_RESIZE_PROVIDERS for p in providers)
+
+
+def entry_folded(entry: CacheEntry) -> bool:
+    """Whether a cache entry's engine has the preprocessing folded in (it takes raw frames)."""
+    passes = entry.manifest.get("facts", {}).get("graph_passes", [])
+    return any(report.get("name") == "preprocess_folding" for report in passes)
+
+
+def entry_gate(entry: CacheEntry) -> GateVerdict | None:
+    """The equivalence gate's verdict a cache entry was built with (None for entries built before it)."""
+    recorded = entry.manifest.get("facts", {}).get("equivalence")
+    return GateVerdict.from_dict(recorded) if isinstance(recorded, dict) else None
+
+
+def _gate_thresholds(settings: EquivalenceSettings, calibration: Calibration | None) -> AccuracyGate:
+    """The profile's tolerances; an int8 engine may also drift as far as its own int8 gate allows."""
+    if calibration is None:
+        return AccuracyGate(settings.max_drop, settings.min_cosine)
+    int8 = calibration.settings
+    return AccuracyGate(max(settings.max_drop, int8.max_accuracy_drop), min(settings.min_cosine, int8.min_cosine))
+
+
+def _gate_data(gate: GateData | None, graph: GraphOptions, calibration: Calibration | None) -> GateData:
+    """The caller's frames, else the shipped image's; the folded preprocessing is how frames feed the
+    reference model when the caller gave none, and an int8 build's calibration data feeds a model that
+    frames cannot (random inputs would leave its calibrated ranges)."""
+    data = gate or GateData.scene()
+    if data.preprocess is None and graph.preprocess is not None:
+        data = replace(data, preprocess=graph.preprocess, input_name=graph.input_name)
+    if calibration is not None and data.model_samples is None:
+        reader = calibration.reader
+        data = replace(data, model_samples=lambda count: [dict(s) for s in islice(reader, count)])
+    return data
+
+
+def _empty(directory: Path) -> None:
+    for child in directory.iterdir():
+        shutil.rmtree(child) if child.is_dir() else child.unlink()
 
 
 def _with_profile_batch(graph: GraphOptions, profile: DeviceProfile) -> GraphOptions:

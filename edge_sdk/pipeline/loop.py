@@ -55,7 +55,7 @@ def run_inline(
                 stack.enter_context(source)
         models = prepare_models(config, profile, cache)
         on_status(StatusEvent(StatusKind.PIPELINE_STARTED, config.name))
-        feed = frame_feed(config.preprocess, models.engine_input)
+        feed = frame_feed(models.preprocess, models.engine_input)
         postprocess = build_postprocessor(config.postprocess)
         engine = stack.enter_context(models.primary.open())
         cascade = open_cascade(config, models, stack)

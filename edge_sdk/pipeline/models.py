@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.engines.engine import PreparedEngine, prepare_engine
+from edge_sdk.engines.equivalence import GateData
 from edge_sdk.engines.model_file import ModelFile
 from edge_sdk.engines.tensor_meta import TensorMeta, select_input
 from edge_sdk.errors import ConfigError
@@ -18,7 +19,7 @@ from edge_sdk.postprocess.classification import ClassificationPostprocessor
 from edge_sdk.profiles import DeviceProfile
 
 from .config import PipelineConfig
-from .preprocess import Preprocessor
+from .preprocess import Preprocessor, PreprocessSpec
 
 if TYPE_CHECKING:
     from edge_sdk.engines.calibration import Calibration
@@ -31,6 +32,9 @@ class PreparedModels:
     engine_input: TensorMeta
     """The primary engine's input that frames go to: raw frames when preprocess.fold is on."""
     cascade: PreparedEngine | None
+    preprocess: PreprocessSpec
+    """The pipeline's preprocessing as the engine needs it: `fold` off when the folded form failed the
+    equivalence gate and the engine was built with the preprocessing outside it."""
 
     @property
     def input_name(self) -> str:
@@ -54,23 +58,46 @@ def prepare_models(config: PipelineConfig, profile: DeviceProfile, cache: Engine
     calibration = pipeline_calibration(config, model, profile) if precision == "int8" else None
     # The cascade classifier stays unfolded: its crops are cut and preprocessed in the output stage.
     graph = pipeline_graph(config, model)
-    primary = prepare_engine(model, profile, precision, cache, graph=graph, calibration=calibration)
+    gate = pipeline_gate(config, model_input.name)
+    primary = prepare_engine(model, profile, precision, cache, graph=graph, calibration=calibration, gate=gate)
     cascade = (
         prepare_engine(cascade_model, profile, config.cascade.precision, cache)
         if config.cascade is not None and cascade_model is not None
         else None
     )
-    return PreparedModels(primary, _engine_input(primary, model_input, config.preprocess.fold), cascade)
+    preprocess = config.preprocess.model_copy(update={"fold": primary.folded})
+    return PreparedModels(primary, _engine_input(primary, model_input, primary.folded), cascade, preprocess)
 
 
 def pipeline_graph(config: PipelineConfig, model: ModelFile) -> GraphOptions | None:
-    """The graph passes a run of this pipeline builds its engine with: preprocessing folded when asked."""
+    """The graph passes a run of this pipeline builds its engine with: preprocessing folded when asked,
+    and an SSD graph cut after its box head when its post-processing decodes on the host (decode: sdk)."""
     from edge_sdk.graph.options import GraphOptions
 
-    if not config.preprocess.fold:
+    split = config.postprocess.type == "ssd" and config.postprocess.decode == "sdk"
+    if not config.preprocess.fold and not split:
         return None
-    model_input = select_input(model.inputs, config.model.input, "model.input")
-    return GraphOptions(preprocess=config.preprocess, input_name=model_input.name)
+    preprocess = config.preprocess if config.preprocess.fold else None
+    return GraphOptions(preprocess=preprocess, input_name=pipeline_input(config, model), ssd_split=split)
+
+
+def pipeline_input(config: PipelineConfig, model: ModelFile) -> str:
+    """The name of the model input this pipeline's frames go to."""
+    return select_input(model.inputs, config.model.input, "model.input").name
+
+
+def pipeline_gate(config: PipelineConfig, input_name: str | None) -> GateData:
+    """The equivalence gate's data for this pipeline's engine: frames of its first file source (the
+    shipped image when every source is live), fed and judged as the pipeline feeds and judges them."""
+    from edge_sdk.sources.registry import create_source
+
+    data = GateData.scene()
+    for spec in config.sources:
+        source = create_source(spec, config.base_dir)
+        if not source.is_live:
+            data = GateData.from_source(source, f"source {source.name}")
+            break
+    return GateData(data.read_frames, data.origin, config.preprocess, input_name, config.postprocess)
 
 
 def pipeline_calibration(

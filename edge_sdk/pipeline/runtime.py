@@ -187,7 +187,7 @@ class PipelineRuntime:
                 engine=models.primary,
                 threads=threads,
                 input_name=models.input_name,
-                preprocess=config.preprocess,
+                preprocess=models.preprocess,
                 source_names=names,
                 rings=tuple(handles),
                 channels=channels,

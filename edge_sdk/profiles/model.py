@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from edge_sdk.engines.calibration.settings import Int8Settings
+from edge_sdk.engines.equivalence_settings import EquivalenceSettings
 from edge_sdk.engines.onnxruntime.options import OnnxRuntimeOptions
 from edge_sdk.precision import Precision
 
@@ -103,6 +104,12 @@ class DeviceProfile(BaseModel):
         None,
         description="How int8 engines are calibrated, quantised and checked on this box (the build's flags "
         "override); null = the defaults.",
+    )
+
+    equivalence: EquivalenceSettings | None = Field(
+        None,
+        description="How far engines built here may drift from the FP32 model on the CPU before a build "
+        "refuses them (the equivalence gate); null = the defaults.",
     )
 
     @field_validator("default_precision")
