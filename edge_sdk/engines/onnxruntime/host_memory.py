@@ -47,7 +47,9 @@ def _cuda_python(shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray:
     except ImportError:
         from cuda import cudart as runtime  # cuda-python before 12.6
     size = max(1, math.prod(shape) * dtype.itemsize)
-    error, pointer = runtime.cudaHostAlloc(size, runtime.cudaHostAllocDefault)
+    # Portable: page-locked for every CUDA context, ONNX Runtime's included (it may load its own runtime).
+    flags = getattr(runtime, "cudaHostAllocPortable", runtime.cudaHostAllocDefault)
+    error, pointer = runtime.cudaHostAlloc(size, flags)
     if error != runtime.cudaError_t.cudaSuccess:
         raise RuntimeError(f"cudaHostAlloc({size}) failed: {error.name if hasattr(error, 'name') else error}")
     memory = (ctypes.c_uint8 * size).from_address(pointer)
