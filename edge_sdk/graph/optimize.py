@@ -17,15 +17,19 @@ from .shape_inference import ShapeInference
 
 
 def graph_passes(model: onnx.ModelProto, options: GraphOptions) -> list[GraphPass]:
-    """preprocess folding (when options.preprocess is set and its `fold` is not false) -> shape
-    inference -> constant folding -> no-op removal -> BatchNormalization folding -> batch size
-    (unless "keep") -> shape inference."""
+    """preprocess folding (when options.preprocess is set and its `fold` is not false) -> the SSD split
+    (when options.ssd_split) -> shape inference -> constant folding -> no-op removal ->
+    BatchNormalization folding -> batch size (unless "keep") -> shape inference."""
     passes: list[GraphPass] = []
     if options.preprocess is not None and getattr(options.preprocess, "fold", True):
         from .preprocess_folding import PreprocessFolding
 
         input_name = _input_name(model, options.input_name)
         passes.append(PreprocessFolding(options.preprocess, input_name, integer_resize=options.integer_resize))
+    if options.ssd_split:
+        from .ssd_split import SsdSplit
+
+        passes.append(SsdSplit())
     passes += [ShapeInference(), ConstantFolding(), NoOpRemoval(), BatchNormFolding()]
     if options.batch != "keep":
         passes.append(BatchSize(options.batch))
