@@ -159,6 +159,28 @@ class PipelineConfig(BaseModel):
     runtime: RuntimeSpec = Field(default_factory=RuntimeSpec, description="How the stages run.")
     _base_dir: Path = PrivateAttr(default_factory=Path)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _sdk_decode_reads_the_model(cls, data: Any) -> Any:
+        """`postprocess: {type: ssd, decode: sdk}` decodes with the settings in the model's graph: the
+        postprocess learns which file that is (a path, no I/O; `resolved` rebases it with the others)."""
+        if not isinstance(data, dict):
+            return data
+        post, model = data.get("postprocess"), data.get("model")
+        model_path = model.get("path") if isinstance(model, dict) else getattr(model, "path", None)
+        if isinstance(post, dict):
+            decode, decode_model = (
+                (post.get("decode"), post.get("decode_model")) if post.get("type") == "ssd" else ("", 0)
+            )
+        else:
+            decode, decode_model = getattr(post, "decode", None), getattr(post, "decode_model", 0)
+        if decode != "sdk" or decode_model is not None or model_path is None:
+            return data
+        if isinstance(post, dict):
+            return {**data, "postprocess": {**post, "decode_model": model_path}}
+        assert isinstance(post, BaseModel)  # only a spec has a `decode` attribute
+        return {**data, "postprocess": post.model_copy(update={"decode_model": Path(model_path)})}
+
     @model_validator(mode="after")
     def _source_names_are_unique(self) -> PipelineConfig:
         """Results, rings, stage names and MQTT topics are keyed on the source name: two sources may not share one."""

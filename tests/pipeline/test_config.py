@@ -268,3 +268,21 @@ def test_load_pipeline_when_an_mqtt_sink_names_certificate_files_resolves_them_a
         jobs / "certs" / "c.pem",
         jobs / "certs" / "c.key",
     ), "certificates are found next to the pipeline file"
+
+
+def test_load_pipeline_when_ssd_decode_is_sdk_points_the_decoder_at_the_pipelines_model(tmp_path: Path) -> None:
+    # given the SDK decode asked for, without saying which model holds the anchors
+    folder = tmp_path / "jobs"
+    path = write_pipeline(folder, VALID.replace("  labels: [person]\n", "  labels: [person]\n  decode: sdk\n"))
+
+    # when
+    config = load_pipeline(path)
+
+    # then
+    assert config.postprocess.type == "ssd" and config.postprocess.decode == "sdk"
+    assert config.postprocess.decode_model == folder / "models" / "detector.onnx", (
+        "the decoder reads the anchors and NMS settings from the model the pipeline runs, rebased like it"
+    )
+    assert load_pipeline(write_pipeline(folder, VALID, "graph.yaml")).postprocess.decode_model is None, (
+        "decode: graph needs no model"
+    )

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from edge_sdk.engines.tensor_meta import TensorMeta
-from edge_sdk.errors import ModelError
+from edge_sdk.errors import ConfigError, ModelError
 from edge_sdk.pipeline.geometry import InputGeometry
 from edge_sdk.postprocess import build_postprocessor
 from edge_sdk.postprocess.ssd import SsdPostprocessor, SsdSpec
 from edge_sdk.results import FrameMeta
+from tests import onnx_models
 
 FRAME = FrameMeta(source="cam", index=7, timestamp=0.0, width=200, height=100)
 GEOMETRY = InputGeometry.identity(FRAME.width, FRAME.height)
@@ -210,3 +213,77 @@ def test_ssd_postprocessor_when_a_box_reaches_into_the_letterbox_padding_clips_i
     assert (det.x1, det.y1, det.x2, det.y2) == pytest.approx((0.0, 0.0, 200.0, 50.0)), (
         "the part of the box over the padding is cut at the frame's top edge"
     )
+
+
+# --- decode: sdk (the engine cut after the box head; the host decodes) ---
+
+
+def test_ssd_postprocessor_when_decode_is_sdk_without_a_decode_model_raises_config_error() -> None:
+    # when / then
+    with pytest.raises(ConfigError, match="decode_model"):
+        SsdPostprocessor(SsdSpec(type="ssd", decode="sdk"))
+
+
+def test_ssd_postprocessor_when_decode_model_is_not_an_ssd_graph_raises_model_error_naming_the_file(
+    tmp_path: Path,
+) -> None:
+    # given a classifier
+    model = onnx_models.float_classifier(tmp_path / "classifier.onnx")
+
+    # when / then
+    with pytest.raises(ModelError, match=r"decode: sdk needs .*TensorFlow Object Detection API SSD.*classifier\.onnx"):
+        SsdPostprocessor(SsdSpec(type="ssd", decode="sdk", decode_model=model))
+
+
+def test_ssd_postprocessor_when_decode_is_sdk_finds_on_the_cut_outputs_what_graph_decode_finds_on_the_full_ones(
+    demo_model: Path, astronaut_bgr: np.ndarray
+) -> None:
+    # given the astronaut through the full graph and through the cut one
+    ort = pytest.importorskip("onnxruntime")
+    import onnx
+
+    from edge_sdk.graph.ssd_split import SsdSplit
+
+    full = onnx.load(str(demo_model))
+    frame = np.ascontiguousarray(astronaut_bgr[np.newaxis, :, :, ::-1])
+    sessions = [
+        ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+        for m in (full, SsdSplit().apply(full))
+    ]
+    full_outputs, cut_outputs = ({o.name: v[0] for o, v in zip(s.get_outputs(), s.run(None, {"image_tensor:0": frame}), strict=True)} for s in sessions)  # fmt: skip
+    height, width = astronaut_bgr.shape[:2]
+    frame_meta = FrameMeta("cam", 0, 0.0, width, height)
+    geometry = InputGeometry.identity(width, height)
+    spec = SsdSpec(type="ssd", score_threshold=0.3, labels=["person"])
+    sdk = SsdPostprocessor(spec.model_copy(update={"decode": "sdk", "decode_model": demo_model}))
+
+    # when
+    expected = SsdPostprocessor(spec)(full_outputs, frame_meta, geometry).detections
+    decoded = sdk(cut_outputs, frame_meta, geometry).detections
+    read_as_is = sdk(full_outputs, frame_meta, geometry).detections
+
+    # then
+    assert len(expected) >= 1 and expected[0].label == "person", "the astronaut is found"
+    assert [d.label for d in decoded] == [d.label for d in expected], "the same detections, in the same order"
+    for want, got in zip(expected, decoded, strict=True):
+        assert (got.x1, got.y1, got.x2, got.y2) == pytest.approx((want.x1, want.y1, want.x2, want.y2), abs=1e-3)
+        assert got.score == pytest.approx(want.score, abs=1e-6)
+    assert read_as_is == expected, "the uncut model's own detections are read as they are (e.g. a reference)"
+
+
+def test_ssd_check_outputs_when_decode_is_sdk_accepts_the_cut_or_the_full_outputs_and_names_both_otherwise(
+    demo_model: Path,
+) -> None:
+    # given
+    post = SsdPostprocessor(SsdSpec(type="ssd", decode="sdk", decode_model=demo_model))
+    cut = [TensorMeta(name, np.dtype(np.float32), ("N", 1917, 4)) for name in ("box_encodings", "class_scores")]
+    full = [
+        TensorMeta(name, np.dtype(np.float32), ("N",))
+        for name in ("num_detections:0", "detection_boxes:0", "detection_scores:0", "detection_classes:0")
+    ]
+
+    # when / then: no error for either
+    post.check_outputs(cut)
+    post.check_outputs(full)
+    with pytest.raises(ModelError, match="box_encodings and class_scores"):
+        post.check_outputs([TensorMeta("logits", np.dtype(np.float32), ("N", 10))])
