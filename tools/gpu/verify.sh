@@ -1,19 +1,14 @@
 #!/usr/bin/env bash
 # On the NVIDIA host (the device tool), after the onnxruntime-gpu parts were staged in $HOME/stage
-# (DEVELOPERS notes: ../shared/tools/prepare-gpu-wheels.sh): install them, then check what the host
-# offers: which listed providers load, doctor, the folded preprocessing on the CUDA EP against the
-# CPU, the demo pipeline on x86-cpu and x86-nvidia, and the hardware-marked tests. Everything it
-# prints also lands in $OUT/log.txt.
+# (DEVELOPERS notes: ../shared/tools/prepare-gpu-wheels.sh): install them (install_ort.sh), then check
+# what the host offers: which listed providers load, doctor, the folded preprocessing on the CUDA EP
+# against the CPU, the demo pipeline on x86-cpu and x86-nvidia, and the hardware-marked tests.
+# Everything it prints also lands in $OUT/log.txt. tools/gpu/suite.sh runs the whole suite after it.
 set -uo pipefail
 OUT=${OUT:-/tmp/edge-sdk-out}
 mkdir -p "$OUT"
 exec > >(tee "$OUT/log.txt") 2>&1
-if [ ! -d "$HOME/ortsite/onnxruntime" ]; then
-  cat "$HOME"/stage/ort.part* > "$HOME/ort.tar.xz"
-  echo "$(cut -d' ' -f1 .gpu/ort/ort.sha256)  $HOME/ort.tar.xz" | sha256sum -c || exit 1
-  mkdir -p "$HOME/ortsite" && tar -xJf "$HOME/ort.tar.xz" -C "$HOME/ortsite"
-  python3 -m pip install -q --no-index --no-deps --target "$HOME/site" .gpu/wheels/*.whl
-fi
+bash tools/gpu/install_ort.sh || exit 1
 export PYTHONPATH="$HOME/ortsite:$HOME/site:$PWD"
 nvidia-smi -L
 python3 -c "import onnxruntime as o; print('onnxruntime', o.__version__, o.get_available_providers())"
