@@ -206,3 +206,21 @@ def test_a_profile_with_malformed_equivalence_settings_gets_one_clear_error(tmp_
     # when it is loaded, then the error names the field and the bound
     with pytest.raises(ConfigError, match=r"equivalence.max_drop.*100"):
         ProfileCatalog(tmp_path).load("x86-cpu")
+
+
+def test_build_of_a_split_detector_judges_the_engine_with_its_host_decoder_against_the_uncut_model(
+    tmp_path: Path, demo_model: Path, small_video: Path, cpu_profile: DeviceProfile, engine_cache: EngineCache
+) -> None:
+    # given the detector cut after its box head (postprocess decode: sdk)
+    path = detector_pipeline(tmp_path, demo_model, small_video)
+    document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    document["postprocess"]["decode"] = "sdk"
+    path.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    # when its engine is prepared as a run prepares it
+    models = prepare_models(load_pipeline(path), cpu_profile, engine_cache)
+    # then the engine outputs the raw head, and the gate compared its decoded boxes with the uncut graph's
+    gate = models.primary.gate
+    built = ModelFile.load(models.primary.entry.directory / engine_module.GRAPH_DIR / demo_model.name)
+    assert {meta.name for meta in built.outputs} == {"box_encodings", "class_scores"}, "the engine stops at the head"
+    assert gate is not None and gate.passed and gate.task == "detection", gate.line()
+    assert gate.report["matched_boxes"] == 1.0 and gate.report["reference_boxes"] > 0, gate.line()
