@@ -1,7 +1,7 @@
 """GPU throughput of the SDK's engines on an NVIDIA GPU, side by side with the CPU and PyTorch, in one run.
 
 Usage: python tools/bench/gpu_throughput.py [--seconds 2] [--batches 1,8,32,128,256] [--total-seconds 400]
-       [--sections torch,cnn,detector,limits,whatif,cpu] [--json PATH]
+       [--sections torch,cnn,detector,split,limits,whatif,cpu] [--json PATH]
 
 Models: the ResNet-18-sized CNN of tests/onnx_models.py (random weights, float32 [N, 3, 224, 224]) and
 the demo detector as pipelines/demo.yaml builds it (preprocessing folded, raw 640x480 BGR frames in).
@@ -18,6 +18,8 @@ for --seconds after warm-up. Rows:
   CUDA libraries cannot clash with ONNX Runtime's.
 - What-if rows, not SDK paths: the CNN's graph converted to fp16 (onnxruntime.transformers.float16),
   on the CUDA EP with NCHW or prefer_nhwc, with and without CUDA graphs.
+- The detector cut after its box head (the pipeline's `postprocess: {type: ssd, decode: sdk}`, no NMS
+  Loop in the engine): CPU, CUDA with numpy and device inputs, CUDA graphs, and engine + host decode.
 - What limits the GPU: the detector's graph as ONNX Runtime runs it on CUDA (nodes per provider,
   Memcpy nodes) and the time per op type and provider from ONNX Runtime's profiler.
 
@@ -69,7 +71,9 @@ MAX_ITERATIONS = 100_000
 WATCHDOG_GRACE = 40.0
 PROFILE_WARMUP = 3
 PROFILE_RUNS = 5
-SECTIONS = ("torch", "cnn", "detector", "limits", "whatif", "cpu")
+SECTIONS = ("torch", "cnn", "detector", "split", "limits", "whatif", "cpu")
+CPU_MAX_BATCH = 32
+"""CPU rows stop here: CPU throughput is flat past small batches, and a batch of 256 takes seconds a call."""
 
 
 # --- Reporting -------------------------------------------------------------------------------------------------------
@@ -738,6 +742,7 @@ def detector(report: Report, budget: Budget, args: argparse.Namespace, cache: An
         f"CPU EP x86-cpu, {os.cpu_count()} cores, numpy",
         lambda: open_runner(cpu),
         frames.numpy,
+        batches=cpu_batches(args),
         precision="fp32",
     )
     problem = cuda_problem()
@@ -772,6 +777,82 @@ def detector(report: Report, budget: Budget, args: argparse.Namespace, cache: An
             reference,
             precision="fp16",
         )
+
+
+def cpu_batches(args: argparse.Namespace) -> list[int]:
+    return [b for b in args.batches if b <= CPU_MAX_BATCH] or [min(args.batches)]
+
+
+def split_detector(report: Report, budget: Budget, args: argparse.Namespace, cache: Any, catalog: Any) -> None:
+    """The demo detector as a pipeline with `decode: sdk` builds it: cut after its box head, decoded on the host."""
+    from edge_sdk.engines.engine import prepare_engine
+    from edge_sdk.engines.model_file import ModelFile
+    from edge_sdk.pipeline.config import load_pipeline
+    from edge_sdk.pipeline.models import pipeline_graph
+    from edge_sdk.postprocess.ssd import SsdPostprocessor
+    from edge_sdk.postprocess.ssd_decode import BOX_ENCODINGS, CLASS_SCORES
+
+    config = load_pipeline(REPO / "pipelines" / "demo.yaml")
+    post = config.postprocess.model_copy(update={"decode": "sdk", "decode_model": config.model.path})
+    config = config.model_copy(update={"postprocess": post})
+    detector = ModelFile.load(config.model.path)
+    graph = pipeline_graph(config, detector)
+    decoder = SsdPostprocessor(post).decoder  # type: ignore[arg-type]
+    threshold = float(getattr(post, "score_threshold", 0.5))
+    frames = detector_frames(max(args.batches))
+    name = "detector split (decode: sdk)"
+
+    def engine(profile: str) -> Any:
+        return prepare_engine(detector, catalog.load(profile), "fp32", cache, graph=graph)
+
+    cpu = engine("x86-cpu")
+    report.note(f"{name}: engine inputs {[m.describe() for m in cpu.inputs]}, graph passes {graph}")
+    sweep(
+        report,
+        budget,
+        args,
+        name,
+        f"CPU EP x86-cpu, {os.cpu_count()} cores, numpy, engine only",
+        lambda: open_runner(cpu),
+        frames.numpy,
+        batches=cpu_batches(args),
+        precision="fp32",
+    )
+    problem = cuda_problem()
+    if problem:
+        report.say(f"GPU rows skipped: the CUDA EP cannot run here: {problem}")
+        return
+    gpu = engine("x86-nvidia")
+
+    class Decoded:
+        """The engine, then the host decode of every frame at the pipeline's threshold (one thread)."""
+
+        def __init__(self) -> None:
+            self.runner = open_runner(gpu)
+            self.feeding = self.runner.feeding
+            self._session = self.runner._session
+
+        def infer(self, feed: dict[str, Any]) -> dict[str, Any]:
+            outputs = self.runner.infer(feed)
+            boxes, scores = outputs[BOX_ENCODINGS], outputs[CLASS_SCORES]
+            found = [decoder(boxes[i], scores[i], threshold) for i in range(len(boxes))]  # type: ignore[misc]
+            return {"boxes": np.array([len(f.scores) for f in found])}
+
+        def deactivate(self) -> None:
+            self.runner.deactivate()
+
+    rows: list[tuple[str, Callable[[], Any], Callable[[int], dict[str, Any]]]] = [
+        ("CUDA fp32, numpy, I/O binding, engine only", lambda: open_runner(gpu), frames.numpy),
+        ("CUDA fp32, device-resident, I/O binding, engine only", lambda: open_runner(gpu), frames.device),
+        (
+            "CUDA fp32, numpy, CUDA graph, engine only",
+            lambda: open_runner(gpu, cuda={"cuda_graph": True}),
+            frames.numpy,
+        ),
+        ("CUDA fp32, numpy, I/O binding, engine + host decode", Decoded, frames.numpy),
+    ]
+    for variant, make, feed in rows:
+        sweep(report, budget, args, name, variant, make, feed, precision="fp32")
 
 
 def limits(report: Report, budget: Budget, args: argparse.Namespace, work: Path, cache: Any, catalog: Any) -> None:
@@ -905,7 +986,15 @@ def cnn_cpu(report: Report, budget: Budget, args: argparse.Namespace, work: Path
     cpu = prepare_engine(model, catalog.load("x86-cpu"), "fp32", cache)
     variant = f"CPU EP x86-cpu, {os.cpu_count()} cores, numpy"
     sweep(
-        report, budget, args, "CNN (ResNet-18 size)", variant, lambda: open_runner(cpu), floats.numpy, precision="fp32"
+        report,
+        budget,
+        args,
+        "CNN (ResNet-18 size)",
+        variant,
+        lambda: open_runner(cpu),
+        floats.numpy,
+        batches=cpu_batches(args),
+        precision="fp32",
     )
 
 
@@ -951,6 +1040,18 @@ def targets(report: Report) -> None:
     cpu = report.best(det, lambda v: v.startswith("CPU EP"))
     ratio = gpu["items_per_s"] / cpu["items_per_s"] if gpu and cpu else None
     target("detector GPU / CPU (all cores), best batches", ratio, DETECTOR_TARGET, "x", f"{where(gpu)} vs {where(cpu)}")
+    split = "detector split (decode: sdk)"
+    for what, picked in (
+        ("engine only", lambda v: v.startswith("CUDA") and v.endswith("engine only")),
+        ("engine + host decode", lambda v: v.endswith("host decode")),
+    ):
+        gpu = report.best(split, picked)
+        ratio = gpu["items_per_s"] / cpu["items_per_s"] if gpu and cpu else None
+        target(f"detector split, {what}, GPU / uncut CPU", ratio, DETECTOR_TARGET, "x", f"{where(gpu)} vs {where(cpu)}")
+        split_cpu = report.best(split, lambda v: v.startswith("CPU EP"))
+        if gpu and split_cpu:
+            shown = gpu["items_per_s"] / split_cpu["items_per_s"]
+            report.say(f"| (detector split, {what}, GPU / split CPU) | {shown:.2f}x | | | {where(split_cpu)} |")
     report.save()
 
 
@@ -1007,6 +1108,9 @@ def main() -> None:
         if "detector" in args.sections:
             with section(report, "detector: CPU and CUDA through the SDK"):
                 detector(report, budget, args, cache, catalog)
+        if "split" in args.sections:
+            with section(report, "detector cut after its box head (decode: sdk) on CPU and CUDA"):
+                split_detector(report, budget, args, cache, catalog)
         if "limits" in args.sections:
             with section(report, "what limits the GPU: the detector on CUDA"):
                 limits(report, budget, args, work, cache, catalog)
