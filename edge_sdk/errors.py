@@ -23,6 +23,10 @@ class EngineBuildError(EdgeSDKError):
     """Turning a model into an engine failed."""
 
 
+class InferenceError(EdgeSDKError):
+    """A built engine failed while it ran (e.g. out of device memory for that batch)."""
+
+
 class EngineCacheError(EdgeSDKError):
     """The engine cache cannot be used (e.g. the directory is not writable)."""
 

@@ -15,5 +15,7 @@ def import_onnxruntime() -> ModuleType:
             "the onnxruntime backend needs the onnxruntime package: pip install 'edge-sdk[cpu]' "
             "(or 'edge-sdk[cuda]' / 'edge-sdk[openvino]' / 'edge-sdk[atlas]' for accelerators)"
         ) from None
-    onnxruntime.set_default_logger_severity(3)  # errors only; warnings about unused initializers are noise
+    # Fatal only: its warnings (unused initializers) are noise, and its errors also come back as
+    # exceptions, which the SDK words as one line; ONNX Runtime's own log would print them twice.
+    onnxruntime.set_default_logger_severity(4)
     return onnxruntime

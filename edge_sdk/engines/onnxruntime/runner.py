@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from edge_sdk.errors import EngineBuildError, ModelError
+from edge_sdk.errors import EdgeSDKError, EngineBuildError, InferenceError, ModelError
 from edge_sdk.precision import Precision
 
 from ..runner import EngineRunner
@@ -92,15 +92,23 @@ class SessionRunner(EngineRunner):
     def _infer(self, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         if self._session is None:
             raise RuntimeError("runner is not active; use it as a context manager or call activate()")
-        if self._bound is not None:
-            return self._bound.run(feed)
-        for name, value in feed.items():
-            if isinstance(value, DeviceArray):
-                raise ModelError(
-                    f"input '{name}' is in GPU memory, but this engine runs through session.run on "
-                    f"{self._session.get_providers()[0]}: feed a numpy array"
-                )
-        values = self._session.run(self._output_names, feed)
+        try:
+            if self._bound is not None:
+                return self._bound.run(feed)
+            for name, value in feed.items():
+                if isinstance(value, DeviceArray):
+                    raise ModelError(
+                        f"input '{name}' is in GPU memory, but this engine runs through session.run on "
+                        f"{self._session.get_providers()[0]}: feed a numpy array"
+                    )
+            values = self._session.run(self._output_names, feed)
+        except EdgeSDKError:
+            raise
+        except Exception as exc:  # onnxruntime's own exceptions: out of device memory, a kernel failure
+            shape = ", ".join(f"{name} {tuple(getattr(value, 'shape', ()))}" for name, value in feed.items())
+            raise InferenceError(
+                f"the engine failed to run on {self._session.get_providers()[0]} ({shape}): {_first_line(exc)}"
+            ) from None
         return dict(zip(self._output_names, values, strict=True))
 
 
