@@ -24,6 +24,7 @@ import pytest
 from edge_sdk.engines.cache import EngineCache, EngineKey
 from edge_sdk.engines.cache_lock import KeyLock
 from edge_sdk.engines.engine import PreparedEngine, prepare_engine, verify_cache
+from edge_sdk.engines.onnxruntime.builder import OnnxRuntimeBuilder
 from edge_sdk.errors import ConfigError, EdgeSDKError, EngineCacheError
 from edge_sdk.graph.options import GraphOptions
 from edge_sdk.profiles import DeviceProfile, HostFacts
@@ -161,7 +162,7 @@ def test_manifest_when_entry_is_built_records_the_key_the_files_and_the_build_fa
         "profile_name": "x86-cpu",
         "profile_sha256": cpu_profile.content_hash(),
         "backend": "onnxruntime",
-        "backend_version": onnxruntime.__version__,
+        "backend_version": OnnxRuntimeBuilder().version(),
         "device_identity": host_facts.device_identity(),
         "precision": "fp32",
         "input_shapes": "images: float32[?x3x8x8]",

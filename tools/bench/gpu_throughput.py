@@ -16,7 +16,7 @@ for --seconds after warm-up. Rows:
   fp16 engine; the CNN with its normalisation folded in (uint8 NHWC frames in: 4x fewer bytes to copy).
 - PyTorch's own ResNet-18 fp32 and fp16 (channels_last, cudnn.benchmark), in a subprocess so its
   CUDA libraries cannot clash with ONNX Runtime's.
-- What-if rows, not SDK paths: the CNN's graph converted to fp16 (onnxruntime.transformers.float16),
+- What-if rows, not SDK paths: the SDK's fp16 graph of the CNN (edge_sdk.engines.onnxruntime.fp16),
   on the CUDA EP with NCHW or prefer_nhwc, with and without CUDA graphs.
 - The detector cut after its box head (the pipeline's `postprocess: {type: ssd, decode: sdk}`, no NMS
   Loop in the engine): CPU, CUDA with numpy and device inputs, CUDA graphs, and engine + host decode.
@@ -486,8 +486,8 @@ def cnn_gpu(report: Report, budget: Budget, args: argparse.Namespace, work: Path
         return
     fp16 = prepare_engine(model, gpu, "fp16", cache)
     report.note(
-        "x86-nvidia fp16 without TensorRT: the SDK gives the CUDA EP no fp16 instruction (only TensorRT, CANN "
-        "and OpenVINO take one), so this engine computes in fp32 (TF32 where use_tf32 is on)"
+        "x86-nvidia fp16 without TensorRT: the SDK converts the graph to float16 for the CUDA EP "
+        f"(onnxruntime.transformers.float16): {fp16.entry.manifest.get('facts', {}).get('fp16')}"
     )
     for variant, feed in (
         ("x86-nvidia fp16 engine, numpy", floats.numpy),
@@ -522,13 +522,13 @@ def cnn_whatif(report: Report, budget: Budget, args: argparse.Namespace, work: P
     if problem:
         report.say(f"skipped: the CUDA EP cannot run here: {problem}")
         return
-    from onnxruntime.transformers.float16 import convert_float_to_float16
+    from edge_sdk.engines.onnxruntime.fp16 import convert_to_fp16
 
     model = resnet18_like(work / "resnet18_like.onnx")
     floats, _ = cnn_inputs(max(args.batches))
     prepared = prepare_engine(model, catalog.load("x86-nvidia"), "fp32", cache)
     graph = prepared.entry.directory / GRAPH_DIR / model.name  # after the SDK's passes (BatchNormalization folded)
-    half = convert_float_to_float16(onnx.load(str(graph)), keep_io_types=True)
+    half, _ = convert_to_fp16(onnx.load(str(graph)))  # the SDK's own conversion (its fp16 CUDA builds)
     half_path = work / "resnet18_like.fp16.onnx"
     onnx.save(half, str(half_path))
     options = prepared.profile.engine

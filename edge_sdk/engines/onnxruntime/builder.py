@@ -14,7 +14,7 @@ from ..backend import BuildFacts, EngineBuilder
 from ..model_file import ModelFile
 from .library import import_onnxruntime
 from .options import OnnxRuntimeOptions
-from .session import check_providers, provider_list, session_options
+from .session import GRAPH_FP16_PROVIDERS, check_providers, provider_list, session_options
 
 if TYPE_CHECKING:
     from ..calibration.settings import Calibration
@@ -23,11 +23,16 @@ OPTIMIZED_MODEL = "model.optimized.onnx"
 INT8_MODEL = "model.int8.onnx"
 """The quantised (QDQ) model that passed the accuracy gate; ONNX Runtime optimises it into OPTIMIZED_MODEL."""
 SESSION_FILE = "session.json"
+FP16_MODEL = "model.fp16.onnx"
+"""The graph converted to float16 (fp16.py) for a first provider without an fp16 option (CUDA)."""
+BUILD_FORMAT = 2
+"""Bumped when the builder writes a different engine for the same key (2: fp16 graphs for CUDA), so
+cached engines rebuild: it is part of version(), which the cache key holds."""
 
 
 class OnnxRuntimeBuilder(EngineBuilder):
     def version(self) -> str:
-        return str(import_onnxruntime().__version__)
+        return f"{import_onnxruntime().__version__}+sdk{BUILD_FORMAT}"
 
     def check(self, options: OnnxRuntimeOptions, precision: Precision) -> None:
         check_providers(options, precision)
@@ -41,7 +46,7 @@ class OnnxRuntimeBuilder(EngineBuilder):
         calibration: Calibration | None,
     ) -> BuildFacts:
         ort = import_onnxruntime()
-        source, int8_facts = model.path, None
+        source, int8_facts, fp16_facts = model.path, None, None
         if precision == "int8":
             if calibration is None:
                 raise ConfigError("precision int8 needs calibration data (edge-sdk build --calib DATA)")
@@ -49,9 +54,12 @@ class OnnxRuntimeBuilder(EngineBuilder):
 
             source = out_dir / INT8_MODEL
             int8_facts = build_int8_model(model, calibration, options, source)
+        providers = provider_list(options, precision, out_dir)
+        if precision == "fp16" and providers and providers[0][0] in GRAPH_FP16_PROVIDERS:
+            source = out_dir / FP16_MODEL
+            fp16_facts = write_fp16_graph(model.path, source)
         so = session_options(options, options.graph_optimization)
         so.optimized_model_filepath = str(out_dir / OPTIMIZED_MODEL)
-        providers = provider_list(options, precision, out_dir)
         started = time.perf_counter()
         try:
             session = ort.InferenceSession(str(source), so, providers=providers)
@@ -70,7 +78,19 @@ class OnnxRuntimeBuilder(EngineBuilder):
             "nodes_before": _node_count(model.path),
             "nodes_after": _node_count(out_dir / OPTIMIZED_MODEL),
             **({"int8": int8_facts} if int8_facts is not None else {}),
+            **({"fp16": fp16_facts} if fp16_facts is not None else {}),
         }
+
+
+def write_fp16_graph(source: Path, destination: Path) -> dict[str, Any]:
+    """Convert the model at `source` to float16 (fp16.py) into `destination`; the facts of the conversion."""
+    import onnx
+
+    from .fp16 import convert_to_fp16
+
+    half, facts = convert_to_fp16(onnx.load(str(source)))
+    onnx.save(half, str(destination))
+    return facts
 
 
 def _node_count(path: Path) -> int:

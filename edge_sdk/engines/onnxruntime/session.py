@@ -22,6 +22,9 @@ PROVIDER_CACHE_DIR = "provider_cache"
 INT8_PROVIDERS = frozenset({"cpu", "xnnpack", "tensorrt", "openvino"})
 FP16_PROVIDERS = frozenset({"tensorrt", "cuda", "cann", "openvino"})
 CPU_PROVIDERS = frozenset({"cpu", "xnnpack"})
+# fp16 first providers without an fp16 option of their own (TensorRT, CANN and OpenVINO take one):
+# an fp16 build converts the graph to float16 for them (fp16.py).
+GRAPH_FP16_PROVIDERS = frozenset({"CUDAExecutionProvider"})
 
 
 def provider_list(
