@@ -24,6 +24,7 @@
 # $OUT/suite.txt and $OUT/junit.xml, the setup in $OUT/setup.txt; it prints the counts, the failures,
 # the skip reasons and the time. Arguments go to pytest (`tools/gpu/suite.sh -k broker`); SUITE_TESTS
 # picks tests (space-separated; default: pyproject's testpaths), SUITE_TIMEOUT (540 s) bounds pytest,
+# SUITE_SHARDS (1) runs that many pytest processes side by side over the test files,
 # SUITE_PYTHON (python3) is the host interpreter, SUITE_VENV the venv, SUITE_WHEELS (.gpu/wheels) the wheels.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -206,17 +207,34 @@ echo "== pytest ${SUITE_TESTS:-(whole suite)}, log in $OUT/suite.txt"
 started=$(date +%s)
 # SIGINT first: pytest then still writes its summary and the junit file
 # shellcheck disable=SC2086  # SUITE_TESTS is a word list
-timeout -s INT -k 20 "${SUITE_TIMEOUT:-540}" "$vpy" -m pytest -q -rs -p no:cacheprovider \
-  --junitxml="$OUT/junit.xml" "$@" ${SUITE_TESTS:-} > "$OUT/suite.txt" 2>&1
-status=$?
+shards=${SUITE_SHARDS:-1}
+if [ "$shards" -gt 1 ] && [ -z "${SUITE_TESTS:-}" ]; then
+  # SUITE_SHARDS pytest processes side by side, test files dealt round-robin (many cores, a short lease)
+  mapfile -t files < <(find tests -name 'test_*.py' | sort)
+  for ((i = 0; i < shards; i++)); do
+    shard=()
+    for ((j = i; j < ${#files[@]}; j += shards)); do shard+=("${files[j]}"); done
+    timeout -s INT -k 20 "${SUITE_TIMEOUT:-540}" "$vpy" -m pytest -q -rs -p no:cacheprovider \
+      --junitxml="$OUT/junit-$i.xml" "$@" "${shard[@]}" > "$OUT/suite-$i.txt" 2>&1 &
+  done
+  status=0
+  for job in $(jobs -p); do wait "$job" || status=$?; done
+  cat "$OUT"/suite-*.txt > "$OUT/suite.txt"
+else
+  timeout -s INT -k 20 "${SUITE_TIMEOUT:-540}" "$vpy" -m pytest -q -rs -p no:cacheprovider \
+    --junitxml="$OUT/junit.xml" "$@" ${SUITE_TESTS:-} > "$OUT/suite.txt" 2>&1
+  status=$?
+fi
 seconds=$(($(date +%s) - started))
 [ "$status" = 124 ] && echo "pytest ran past ${SUITE_TIMEOUT:-540} s and was interrupted"
-"$vpy" - "$OUT/junit.xml" <<'PY'
+"$vpy" - "$OUT"/junit*.xml <<'PY'
 import collections, sys, xml.etree.ElementTree as ET
-try:
-    cases = list(ET.parse(sys.argv[1]).getroot().iter("testcase"))
-except (OSError, ET.ParseError) as exc:
-    sys.exit(f"no junit report ({exc})")
+cases = []
+for report in sys.argv[1:]:
+    try:
+        cases += list(ET.parse(report).getroot().iter("testcase"))
+    except (OSError, ET.ParseError) as exc:
+        print(f"no junit report {report} ({exc})")
 outcome = collections.Counter()
 skips = collections.Counter()
 failed = []
@@ -241,6 +259,6 @@ print("skipped, by reason:")
 for reason, n in skips.most_common():
     print(f"  {n:3d} {reason[:220]}")
 PY
-echo "pytest: $(tail -1 "$OUT/suite.txt")"
+echo "pytest: $(grep -h ' in [0-9.]*s' "$OUT"/suite*.txt | tail -n "$shards" | tr '\n' ' ')"
 echo "exit status $status, $seconds s"
 exit "$status"
