@@ -1,6 +1,6 @@
 """8 cameras at 1080p through the SDK's multi-process runtime vs a plain single-process loop, on one GPU.
 
-Usage: python tools/bench/gpu_pipeline.py [--profile x86-nvidia] [--variants full,split] [--seconds 20]
+Usage: python tools/bench/gpu_pipeline.py [--profile x86-nvidia] [--variants full,split] [--seconds 20] [--precision fp32]
        [--sources 8] [--size 1920x1080] [--layouts 4x8] [--ring-slots 8] [--total-seconds 230] [--json PATH]
 
 Per detector variant ("full": the demo detector with TF's post-processing and NMS Loop in the graph;
@@ -14,6 +14,9 @@ by side in one run:
 - pipeline: the same cameras as `synthetic://` sources (realtime off: as fast as they can render) in
   pipelines/demo.yaml's set-up (preprocessing folded into the engine, raw frames in) through the
   multi-process runtime, per layout WORKERSxBATCH (inference workers x runtime.batch_size), no sinks.
+
+Both run the same graph in the same precision (--precision, default fp32; fp16 = the SDK's float16
+conversion for both).
 
 Each phase is timed for --seconds once results flow (the pipeline after --warmup seconds of results),
 with GPU utilisation sampled every --sample-ms through NVML (the nvidia-ml-py wheel's `pynvml`; 'NVML
@@ -187,11 +190,15 @@ def plain_loop(
     from edge_sdk.sources.synthetic import PanZoomSource
 
     cv2 = import_cv2()
-    model_bytes = MODEL.read_bytes()
+    model = onnx.load(str(MODEL))
     if variant == "split":
-        model_bytes = SsdSplit().apply(onnx.load_model_from_string(model_bytes)).SerializeToString()
-    providers = provider_list(profile.engine, profile.default_precision, work)
-    session = ort.InferenceSession(model_bytes, providers=providers)
+        model = SsdSplit().apply(model)
+    if args.precision == "fp16":  # the pipeline's fp16 engine is this graph converted to float16: run the same
+        from edge_sdk.engines.onnxruntime.fp16 import convert_to_fp16
+
+        model, _facts = convert_to_fp16(model)
+    providers = provider_list(profile.engine, args.precision, work)
+    session = ort.InferenceSession(model.SerializeToString(), providers=providers)
     spec = SsdSpec(type="ssd", score_threshold=0.5, labels=["person"], decode=DECODE[variant], decode_model=MODEL)
     post = SsdPostprocessor(spec if variant == "split" else spec.model_copy(update={"decode_model": None}))
     names = [o.name for o in session.get_outputs()]
@@ -242,7 +249,7 @@ def pipeline_config(
     path = work / f"{variant}-{workers}x{batch}.yaml"
     path.write_text(
         f"name: gpu-{variant}\n"
-        f"model: {{path: {MODEL}}}\n"
+        f"model: {{path: {MODEL}, precision: {args.precision}}}\n"
         "preprocess: {resize: [300, 300], color: rgb, layout: nhwc, dtype: uint8}\n"
         f"sources:\n{sources}\n"
         f"postprocess: {{type: ssd, score_threshold: 0.5, labels: [person], decode: {DECODE[variant]}}}\n"
@@ -341,6 +348,7 @@ def environment(report: Report, profile: DeviceProfile, sampler: GpuSampler, arg
         "shm_free_gb": round(host.shm_free_bytes / 1e9, 2) if host.shm_free_bytes is not None else None,
         "sources": args.sources,
         "size": args.size,
+        "precision": args.precision,
     }
     report.data["environment"] = facts
     print("environment: " + ", ".join(f"{k} {v}" for k, v in facts.items()))
@@ -369,6 +377,9 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="x86-nvidia")
     parser.add_argument("--variants", default="full,split")
+    parser.add_argument(
+        "--precision", default="fp32", help="of the pipeline's engine and the loop's graph (fp16: both converted)"
+    )
     parser.add_argument("--seconds", type=float, default=20.0, help="measured seconds per phase")
     parser.add_argument("--warmup", type=float, default=3.0, help="seconds of pipeline results before measuring")
     parser.add_argument("--sources", type=int, default=8)
