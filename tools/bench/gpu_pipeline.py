@@ -1,6 +1,6 @@
 """8 cameras at 1080p through the SDK's multi-process runtime vs a plain single-process loop, on one GPU.
 
-Usage: python tools/bench/gpu_pipeline.py [--profile x86-nvidia] [--variants full,split] [--seconds 20] [--precision fp32]
+Usage: python tools/bench/gpu_pipeline.py [--profile x86-nvidia] [--variants split,full] [--seconds 20] [--precision fp32]
        [--sources 8] [--size 1920x1080] [--layouts 4x8] [--ring-slots 8] [--total-seconds 230] [--json PATH]
 
 Per detector variant ("full": the demo detector with TF's post-processing and NMS Loop in the graph;
@@ -376,7 +376,7 @@ def targets(report: Report, variant: str, baseline: dict[str, Any] | None, pipel
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="x86-nvidia")
-    parser.add_argument("--variants", default="full,split")
+    parser.add_argument("--variants", default="split,full", help="split first: the run's point, should time run short")
     parser.add_argument(
         "--precision", default="fp32", help="of the pipeline's engine and the loop's graph (fp16: both converted)"
     )
@@ -406,7 +406,7 @@ def main() -> None:
     profile = ProfileCatalog(REPO / "device_profiles").load(args.profile)
     sampler = GpuSampler(args.device, args.sample_ms / 1000)
     environment(report, profile, sampler, args)
-    phase_seconds = args.seconds + args.warmup + 15  # + start-up and drain
+    phase_seconds = args.seconds + args.warmup + 12  # + the stages' start-up and drain
     with tempfile.TemporaryDirectory(prefix="edge-sdk-gpu-pipeline-") as scratch:
         work, cache = Path(scratch), EngineCache(Path(scratch) / "cache")
         for variant in args.variants.split(","):
@@ -414,7 +414,7 @@ def main() -> None:
                 f"\n== {variant} detector ({'decode + NMS on the host' if variant == 'split' else 'NMS Loop in the graph'})"
             )
             baseline = None
-            if not args.skip_baseline and budget.allows(args.seconds + 15, f"{variant} baseline"):
+            if not args.skip_baseline and budget.allows(args.seconds + 10, f"{variant} baseline"):
                 try:
                     baseline = plain_loop(variant, profile, args, sampler, work)
                     print(f"   plain loop: {baseline['fps']:.1f} FPS ({baseline['frames']} frames, "
@@ -427,7 +427,12 @@ def main() -> None:
                 report.save()
             results = []
             for layout in args.layouts.split(","):
-                if not budget.allows(phase_seconds + (30 if not results else 0), f"{variant} pipeline {layout}"):
+                first = not any(
+                    p.get("variant") == variant and p.get("phase") == "pipeline" for p in report.data["phases"]
+                )
+                if not budget.allows(
+                    phase_seconds + (20 if first else 0), f"{variant} pipeline {layout}"
+                ):  # + the build
                     continue
                 try:
                     result = sdk_pipeline(variant, layout, profile, args, sampler, cache, work)
