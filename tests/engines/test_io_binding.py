@@ -431,6 +431,12 @@ def gpu_profile(catalog: ProfileCatalog, **cuda: object) -> DeviceProfile:
     return profile.model_copy(update={"engine": profile.engine.model_copy(update={"execution_providers": providers})})
 
 
+# The CUDA EP computes fp32 convolutions and matmuls in TF32 on Ampere and later (use_tf32, its
+# default): 10 mantissa bits, so results differ from the CPU's in the third significant digit (the
+# H200 gave 0.005 on logits of about 7).
+TF32_TOLERANCE = {"rtol": 1e-2, "atol": 1e-2}
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize(("cuda_graph", "feeding"), [(False, "io_binding"), (True, "cuda_graph")])
 def test_gpu_engine_runs_through_io_binding_with_numpy_and_device_inputs(
@@ -447,9 +453,9 @@ def test_gpu_engine_runs_through_io_binding_with_numpy_and_device_inputs(
         for seed in (1, 2, 1):
             batch = images(4, seed)
             want = expected(cpu_session, batch)
-            np.testing.assert_allclose(runner.infer({"images": batch})["logits"], want, rtol=1e-3, atol=1e-3)
+            np.testing.assert_allclose(runner.infer({"images": batch})["logits"], want, **TF32_TOLERANCE)
             on_gpu = onnxruntime.OrtValue.ortvalue_from_numpy(batch, "cuda", 0)
-            np.testing.assert_allclose(runner.infer({"images": on_gpu})["logits"], want, rtol=1e-3, atol=1e-3)
+            np.testing.assert_allclose(runner.infer({"images": on_gpu})["logits"], want, **TF32_TOLERANCE)
 
 
 @pytest.mark.gpu
@@ -483,4 +489,4 @@ def test_gpu_pinned_host_input_gives_the_same_result(
     prepared = prepare_engine(classifier, catalog.load("x86-nvidia"), "fp32", engine_cache)
     with prepared.open() as runner:
         got = runner.infer({"images": pinned})["logits"]
-    np.testing.assert_allclose(got, expected(cpu_session, images(4, seed=3)), rtol=1e-3, atol=1e-3)
+    np.testing.assert_allclose(got, expected(cpu_session, images(4, seed=3)), **TF32_TOLERANCE)

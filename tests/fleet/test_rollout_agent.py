@@ -184,12 +184,13 @@ def test_rollout_to_agents_when_one_is_offline_then_it_gets_the_deployment_when_
 
 
 def profiles_with_a_missing_gpu(folder: Path) -> Path:
-    """The shipped x86-cpu profile, and x86-nogpu: the same box told to build engines for CUDA, which it lacks."""
+    """The shipped x86-cpu profile, and x86-nogpu: the same box told to build engines for an Ascend NPU
+    (CANN), which it lacks (CUDA would not do: the GPU host has one)."""
     folder.mkdir(parents=True)
     text = (default_profile_dir() / f"{PROFILE}.yaml").read_text()
     (folder / f"{PROFILE}.yaml").write_text(text)
-    broken = text.replace(f"name: {PROFILE}", "name: x86-nogpu").replace("- type: cpu", "- type: cuda")
-    assert "x86-nogpu" in broken and "cuda" in broken
+    broken = text.replace(f"name: {PROFILE}", "name: x86-nogpu").replace("- type: cpu", "- type: cann")
+    assert "x86-nogpu" in broken and "cann" in broken
     (folder / "x86-nogpu.yaml").write_text(broken)
     return folder
 

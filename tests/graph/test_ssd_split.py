@@ -92,7 +92,8 @@ def test_ssd_split_when_a_batch_holds_different_frames_gives_each_its_own_output
     # then
     for index, outputs in enumerate(alone):
         for together_output, alone_output in zip(together, outputs, strict=True):
-            np.testing.assert_allclose(together_output[index], alone_output[0], rtol=1e-5, atol=1e-6)
+            # (a batch may sum in another order: the H200 host's AVX-512 kernels differed by 3e-6)
+            np.testing.assert_allclose(together_output[index], alone_output[0], rtol=1e-5, atol=1e-5)
 
 
 def test_optimize_graph_when_ssd_split_is_asked_runs_the_split_after_folding_and_keeps_the_cut_outputs(

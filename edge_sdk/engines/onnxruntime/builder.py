@@ -7,14 +7,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from edge_sdk.errors import ConfigError, EngineBuildError
+from edge_sdk.errors import ConfigError, EdgeSDKError, EngineBuildError
 from edge_sdk.precision import Precision
 
 from ..backend import BuildFacts, EngineBuilder
 from ..model_file import ModelFile
 from .library import import_onnxruntime
 from .options import OnnxRuntimeOptions
-from .session import GRAPH_FP16_PROVIDERS, check_providers, provider_list, session_options
+from .session import GRAPH_FP16_PROVIDERS, check_providers, open_session, provider_list, session_options
 
 if TYPE_CHECKING:
     from ..calibration.settings import Calibration
@@ -45,7 +45,6 @@ class OnnxRuntimeBuilder(EngineBuilder):
         out_dir: Path,
         calibration: Calibration | None,
     ) -> BuildFacts:
-        ort = import_onnxruntime()
         source, int8_facts, fp16_facts = model.path, None, None
         if precision == "int8":
             if calibration is None:
@@ -62,7 +61,9 @@ class OnnxRuntimeBuilder(EngineBuilder):
         so.optimized_model_filepath = str(out_dir / OPTIMIZED_MODEL)
         started = time.perf_counter()
         try:
-            session = ort.InferenceSession(str(source), so, providers=providers)
+            session = open_session(str(source), so, providers)
+        except EdgeSDKError:
+            raise
         except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph/RuntimeException types
             raise EngineBuildError(f"ONNX Runtime could not build {model.path.name}: {_first_line(exc)}") from None
         seconds = time.perf_counter() - started

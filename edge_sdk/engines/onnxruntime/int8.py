@@ -15,7 +15,7 @@ from typing import Any
 
 import onnx
 
-from edge_sdk.errors import EngineBuildError
+from edge_sdk.errors import EdgeSDKError, EngineBuildError
 from edge_sdk.precision import Precision
 
 from ..accuracy import AccuracyGate, AccuracyReport, compare_outputs, run_samples
@@ -23,7 +23,6 @@ from ..calibration.reader import SampleSet
 from ..calibration.settings import Calibration
 from ..model_file import ModelFile
 from ..range_check import range_warnings
-from .library import import_onnxruntime
 from .options import OnnxRuntimeOptions
 from .quantize import (
     calibrate,
@@ -33,7 +32,7 @@ from .quantize import (
     quantize_with_ranges,
     resolve_reduce_range,
 )
-from .session import provider_list, session_options
+from .session import open_session, provider_list, session_options
 
 log = logging.getLogger(__name__)
 
@@ -149,12 +148,13 @@ def _failure_paragraph(calibration: Calibration, held_out: SampleSet, result: In
 
 
 def _session(model: Path | bytes, options: OnnxRuntimeOptions, precision: Precision, workdir: Path) -> Any:
-    ort = import_onnxruntime()
     so = session_options(options, options.graph_optimization)
     providers = provider_list(options, precision, workdir)
     source = str(model) if isinstance(model, Path) else model
     try:
-        return ort.InferenceSession(source, so, providers=providers)
+        return open_session(source, so, providers)
+    except EdgeSDKError:
+        raise
     except Exception as exc:  # onnxruntime's own exception types
         raise EngineBuildError(f"ONNX Runtime could not load the {precision} model: {str(exc).strip()[:300]}") from None
 

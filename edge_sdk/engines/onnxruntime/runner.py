@@ -25,9 +25,8 @@ from .io_binding import (
     host_array,
     with_cuda_graph,
 )
-from .library import import_onnxruntime
 from .options import OnnxRuntimeOptions
-from .session import provider_list, session_options
+from .session import open_session, provider_list, session_options
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +129,6 @@ class OnnxRuntimeRunner(SessionRunner):
             self._bound = BoundSession(self._session, self._output_names, *device, cuda_graph=self._cuda_graph)
 
     def _open_session(self) -> Any:
-        ort = import_onnxruntime()
         so = session_options(self.options, optimization=None)
         providers = provider_list(self.options, self.precision, self.entry_dir)
         model = str(self.entry_dir / OPTIMIZED_MODEL)
@@ -140,7 +138,9 @@ class OnnxRuntimeRunner(SessionRunner):
             graphs = False
         if graphs:
             try:
-                session = ort.InferenceSession(model, so, providers=with_cuda_graph(providers))
+                session = open_session(model, so, with_cuda_graph(providers))
+            except EdgeSDKError:
+                raise
             except Exception as exc:
                 if graphs is True:
                     raise EngineBuildError(
@@ -152,7 +152,9 @@ class OnnxRuntimeRunner(SessionRunner):
                 self._cuda_graph = True
                 return session
         try:
-            return ort.InferenceSession(model, so, providers=providers)
+            return open_session(model, so, providers)
+        except EdgeSDKError:
+            raise
         except Exception as exc:
             raise EngineBuildError(f"cannot load engine {self.entry_dir}: {_first_line(exc)}") from None
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+import re
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +44,31 @@ def provider_list(
         for p in options.execution_providers
         if not providers.skip_unloadable(p.ort_name)
     ]
+
+
+def open_session(source: str | bytes, so: Any, providers: list[tuple[str, dict[str, Any]]]) -> Any:
+    """An InferenceSession on exactly `providers`.
+
+    When a provider refuses its options (a device id the host does not have), ONNX Runtime prints an
+    'EP Error' dump to stdout and quietly builds the session on the CPU instead; here that dump is
+    caught and becomes one ConfigError line, so an engine never runs somewhere the profile did not say.
+    """
+    ort = import_onnxruntime()
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        session = ort.InferenceSession(source, so, providers=providers)
+    dump = printed.getvalue()
+    if "EP Error" in dump:
+        raise ConfigError(f"{providers[0][0]} refused the profile's provider options: {_ep_error_reason(dump)}")
+    return session
+
+
+def _ep_error_reason(dump: str) -> str:
+    """ONNX Runtime's reason from its fallback dump, without source file names and C++ signatures."""
+    line = next((text for text in dump.splitlines() if text.startswith("EP Error")), dump)
+    reason = line.rsplit(" : ", 1)[-1].split(" when using ")[0]
+    reason = re.sub(r"\S+\.(?:cc|cpp|h):\d+ (?:[\w:]+\(\) )?", "", reason)
+    return reason.strip() or line.strip()
 
 
 def check_providers(options: OnnxRuntimeOptions, precision: Precision) -> None:
