@@ -42,7 +42,7 @@ def main() -> None:
     model = ModelFile.load(demo.model.path)
     options = {"graph": pipeline_graph(demo, model), "gate": pipeline_gate(demo, pipeline_input(demo, model))}
     with tempfile.TemporaryDirectory() as scratch:
-        cache = EngineCache(args.cache or Path(scratch))
+        cache = EngineCache(args.cache or Path(scratch) / "cache")
         print("1. demo engine on x86-nvidia (fp16, the shipped float NCHW fold):")
         started = time.perf_counter()
         shipped = prepare_engine(model, gpu, cache=cache, **options)
@@ -85,6 +85,7 @@ def main() -> None:
                 print(f"   {label}: {type(exc).__name__} ({len(lines)} line): {lines[0][:300]}")
         after = sorted(report.digest for report in cache.entries())
         print(f"   cache unchanged: {before == after} ({len(after)} entries, {len(cache.not_entries())} other files)")
+        print("   (device_id 7: before the fix, ONNX Runtime printed an EP Error dump and built the engine on the CPU)")
 
 
 if __name__ == "__main__":
