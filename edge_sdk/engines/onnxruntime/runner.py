@@ -92,7 +92,10 @@ class SessionRunner(EngineRunner):
         if self._session is None:
             raise RuntimeError("runner is not active; use it as a context manager or call activate()")
         try:
-            if self._bound is not None:
+            # Numpy inputs go through session.run unless a CUDA graph replays: on the H200, binding host
+            # arrays was no faster (detector batch 1: 211 vs 279 items/s; the CNN within 2%).
+            on_device = any(isinstance(value, DeviceArray) for value in feed.values())
+            if self._bound is not None and (self._bound.cuda_graph or on_device):
                 return self._bound.run(feed)
             for name, value in feed.items():
                 if isinstance(value, DeviceArray):
