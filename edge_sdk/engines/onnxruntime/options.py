@@ -138,7 +138,8 @@ ExecutionProvider = Annotated[
 
 INSTALL_HINTS: dict[str, str] = {
     "cpu": "pip install 'edge-sdk[cpu]'",
-    "xnnpack": "pip install 'edge-sdk[cpu]' (XNNPACK ships in the ARM wheels of onnxruntime)",
+    "xnnpack": "an onnxruntime built with --use_xnnpack (PyPI's wheels, x86 and aarch64, have none); or drop "
+    "xnnpack from the profile",
     "cuda": "pip install 'edge-sdk[cuda]' (on Jetson: NVIDIA's onnxruntime-gpu wheel for your JetPack)",
     "tensorrt": "pip install 'edge-sdk[cuda]' with TensorRT installed (on Jetson: JetPack's TensorRT)",
     "cann": "pip install 'edge-sdk[atlas]' with the Ascend CANN toolkit installed",
