@@ -17,7 +17,8 @@ class EquivalenceSettings(BaseModel):
         ge=0.0,
         le=100.0,
         description="Points (percent) the engine may lose against the FP32 model on the CPU: matched boxes for "
-        "detection, top-1 agreement for classification. An int8 build may also lose what its int8 gate allows.",
+        "detection (at least one box: a few frames hold few), top-1 agreement for classification. An int8 "
+        "build may also lose what its int8 gate allows.",
     )
     min_cosine: float = Field(
         0.99,
