@@ -19,8 +19,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.errors import EdgeSDKError, SourceError
 from edge_sdk.profiles import DeviceProfile
@@ -368,17 +366,8 @@ class PipelineRuntime:
     # -- reporting -----------------------------------------------------------------------------------
 
     def snapshot(self, elapsed: float) -> RuntimeSnapshot:
-        recent = self._tally.recent or [float("nan")]
-        return RuntimeSnapshot(
-            stages=[stage.view for stage in self._stages],
-            rings={
-                name: ring.states() | {"dropped": ring.dropped}
-                for name, ring in zip(self._source_names, self._rings, strict=True)
-            },
-            latency_p50_ms=float(np.percentile(recent, 50)),
-            latency_p99_ms=float(np.percentile(recent, 99)),
-            elapsed=elapsed,
-        )
+        rings = dict(zip(self._source_names, self._rings, strict=True))
+        return RuntimeSnapshot.of([stage.view for stage in self._stages], rings, self._tally.recent, elapsed)
 
     def _shutdown(self) -> None:
         """Kill what is still running (stages ignore SIGTERM: stopping them is the runtime's job),

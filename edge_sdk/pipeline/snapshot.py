@@ -4,9 +4,16 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from .messages import StageReport
+
+if TYPE_CHECKING:
+    from .frame_ring import FrameRing
 
 
 @dataclass
@@ -51,3 +58,17 @@ class RuntimeSnapshot:
     latency_p50_ms: float
     latency_p99_ms: float
     elapsed: float
+
+    @classmethod
+    def of(
+        cls, stages: list[StageView], rings: Mapping[str, FrameRing], recent: Sequence[float], elapsed: float
+    ) -> RuntimeSnapshot:
+        """The snapshot of these stages and rings, with the latency percentiles of `recent` results (ms)."""
+        latencies = list(recent) or [float("nan")]
+        return cls(
+            stages=stages,
+            rings={name: ring.states() | {"dropped": ring.dropped} for name, ring in rings.items()},
+            latency_p50_ms=float(np.percentile(latencies, 50)),
+            latency_p99_ms=float(np.percentile(latencies, 99)),
+            elapsed=elapsed,
+        )
