@@ -26,7 +26,7 @@ from .base import Postprocessor, label_for
 from .ssd_decode import BOX_ENCODINGS, CLASS_SCORES, SsdDecoder
 
 if TYPE_CHECKING:
-    from edge_sdk.graph.ssd_head import SsdDecoding
+    from edge_sdk.graph.ssd_decoding import SsdDecoding
 
 
 class SsdSpec(BaseModel):

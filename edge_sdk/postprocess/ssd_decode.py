@@ -21,7 +21,7 @@ from edge_sdk.errors import ModelError
 from .nms import nms
 
 if TYPE_CHECKING:  # the graph package imports onnx, which a pipeline that never splits need not load
-    from edge_sdk.graph.ssd_head import SsdDecoding
+    from edge_sdk.graph.ssd_decoding import SsdDecoding
 
 BOX_ENCODINGS = "box_encodings"
 """The cut engine's outputs: the names edge_sdk.graph.ssd_split gives them (a test keeps them equal)."""

@@ -12,7 +12,8 @@ import pytest
 
 from edge_sdk.errors import ModelError
 from edge_sdk.graph import ssd_split
-from edge_sdk.graph.ssd_head import SsdDecoding, find_ssd_head
+from edge_sdk.graph.ssd_decoding import SsdDecoding
+from edge_sdk.graph.ssd_head import find_ssd_head
 from edge_sdk.graph.ssd_split import SsdSplit
 from edge_sdk.postprocess import ssd_decode
 from edge_sdk.postprocess.ssd_decode import SsdDecoder
