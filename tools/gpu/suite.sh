@@ -24,11 +24,17 @@
 # $OUT/suite.txt and $OUT/junit.xml, the setup in $OUT/setup.txt; it prints the counts, the failures,
 # the skip reasons and the time. Arguments go to pytest (`tools/gpu/suite.sh -k broker`); SUITE_TESTS
 # picks tests (space-separated; default: pyproject's testpaths), SUITE_TIMEOUT (540 s) bounds pytest,
+# SUITE_ARCH (uname -m) names the host's architecture for wheel tags and library folders,
 # SUITE_SHARDS (1) runs that many pytest processes side by side over the test files,
 # SUITE_PYTHON (python3) is the host interpreter, SUITE_VENV the venv, SUITE_WHEELS (.gpu/wheels) the wheels.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 wheels=${SUITE_WHEELS:-$root/.gpu/wheels}
+# The Debian/wheel architecture of the host the suite runs on (the NVIDIA host is x86_64 like this one).
+arch=${SUITE_ARCH:-$(uname -m)}
+multiarch=$arch-linux-gnu
+# Library folders of an unpacked Debian root: lib_dirs ROOT
+lib_dirs() { echo "$1/usr/lib/$multiarch:$1/lib/$multiarch"; }
 mosquitto_tar=$root/.gpu/mosquitto/mosquitto.tar.xz
 
 # Missing on the host: with their dependencies, into .gpu/wheels (install_ort.sh puts these in $HOME/site).
@@ -47,8 +53,8 @@ prepare_wheels() {
   local py=${SUITE_PREPARE_PYTHON:-python3} core
   # the same platforms as ../shared/tools/prepare-gpu-wheels.sh, so both pick the same files
   local plat=(--only-binary=:all: --python-version "${SUITE_PYTHON_VERSION:-3.12}" --implementation cp
-    --platform manylinux_2_34_x86_64 --platform manylinux_2_28_x86_64
-    --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform any)
+    --platform "manylinux_2_34_$arch" --platform "manylinux_2_28_$arch"
+    --platform "manylinux_2_17_$arch" --platform "manylinux2014_$arch" --platform any)
   rm -rf "$wheels" && mkdir -p "$wheels/fallback"
   "$py" -m pip download -q --no-deps "${plat[@]}" -d "$wheels" "pydantic>=2.5" "${RUNTIME_WHEELS[@]}"
   core=$(unzip -p "$wheels"/pydantic-*.whl '*/METADATA' |
@@ -60,12 +66,13 @@ prepare_wheels() {
 
 prepare_mosquitto() {
   local build=$root/.gpu/mosquitto-build outside version
-  local libs=$build/root/usr/lib/x86_64-linux-gnu:$build/root/lib/x86_64-linux-gnu
+  local libs
+  libs=$(lib_dirs "$build/root")
   rm -rf "$build" && mkdir -p "$build/debs" "$(dirname "$mosquitto_tar")"
   (cd "$build/debs" && apt-get download "${MOSQUITTO_DEBS[@]}")
   for deb in "$build"/debs/*.deb; do dpkg -x "$deb" "$build/root"; done
-  (cd "$build/root" && rm -rf usr/share etc lib/systemd usr/bin/mosquitto_ctrl usr/lib/x86_64-linux-gnu/engines-3 \
-    usr/lib/x86_64-linux-gnu/ossl-modules usr/lib/x86_64-linux-gnu/krb5 usr/lib/x86_64-linux-gnu/mosquitto_*.so)
+  (cd "$build/root" && rm -rf usr/share etc lib/systemd usr/bin/mosquitto_ctrl "usr/lib/$multiarch/engines-3" \
+    "usr/lib/$multiarch/ossl-modules" "usr/lib/$multiarch/krb5" "usr/lib/$multiarch"/mosquitto_*.so)
   # soname links become the files they name
   find "$build/root" -type l | while read -r link; do mv -f "$(dirname "$link")/$(readlink "$link")" "$link"; done
   outside=$(LD_LIBRARY_PATH=$libs ldd "$build/root/usr/sbin/mosquitto" "$build/root/usr/bin/mosquitto_passwd" |
@@ -173,7 +180,7 @@ PY
     mkdir -p "$HOME/mosquitto/bin"
     for tool in usr/sbin/mosquitto usr/bin/mosquitto_passwd; do
       printf '%s\n' '#!/bin/sh' \
-        "LD_LIBRARY_PATH=$mosquitto_root/usr/lib/x86_64-linux-gnu:$mosquitto_root/lib/x86_64-linux-gnu exec $mosquitto_root/$tool \"\$@\"" \
+        "LD_LIBRARY_PATH=$(lib_dirs "$mosquitto_root") exec $mosquitto_root/$tool \"\$@\"" \
         > "$HOME/mosquitto/bin/$(basename "$tool")"
       chmod +x "$HOME/mosquitto/bin/$(basename "$tool")"
     done
