@@ -252,6 +252,25 @@ def test_runner_when_profile_is_cpu_takes_the_plain_session_run_path(
     np.testing.assert_allclose(outputs["logits"], expected(cpu_session, images(2, seed=1)), rtol=1e-5, atol=1e-5)
 
 
+def test_runner_with_a_binding_sends_numpy_through_session_run_and_binds_device_inputs(
+    classifier: Path, cpu_session: Any, tmp_path: Path
+) -> None:
+    # Given a runner whose session has a binding (as a GPU session under io_binding: auto; here on CPU memory)
+    shutil.copy(classifier, tmp_path / OPTIMIZED_MODEL)
+    runner = OnnxRuntimeRunner(tmp_path, OnnxRuntimeOptions.model_validate({"backend": "onnxruntime"}), "fp32")
+    with runner:
+        runner._bound = bound = BoundSession(runner._session, ["logits"], "cpu", 0)
+        # When numpy frames come, then they take session.run (the H200 measured binding them no faster)
+        host = runner.infer({"images": images(2, seed=1)})
+        assert bound.signatures == 0, "numpy inputs must not go through the binding"
+        # and when a device array comes, it is bound where it is
+        device = runner.infer({"images": on_cpu_as_device(images(2, seed=1))})
+        assert bound.signatures == 1
+    want = expected(cpu_session, images(2, seed=1))
+    np.testing.assert_allclose(host["logits"], want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(device["logits"], want, rtol=1e-5, atol=1e-5)
+
+
 def test_runner_when_cpu_engine_gets_a_device_array_says_so_in_one_line(classifier: Path, tmp_path: Path) -> None:
     shutil.copy(classifier, tmp_path / OPTIMIZED_MODEL)
     options = OnnxRuntimeOptions.model_validate({"backend": "onnxruntime"})
