@@ -10,15 +10,13 @@ from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from edge_sdk.errors import ConfigError, EngineBuildError
 from edge_sdk.precision import Precision
 from edge_sdk.profiles import DeviceProfile, HostFacts, HostProbe
 
 from .accuracy import AccuracyGate
 from .cache import CacheEntry, EngineCache, EngineKey, EntryReport
-from .equivalence import GateData, GateVerdict, check_equivalence
+from .equivalence import GateData, GateFrames, GateVerdict, check_equivalence
 from .equivalence_settings import EquivalenceSettings
 from .model_file import ModelFile
 from .registry import BACKENDS, get_backend
@@ -139,20 +137,21 @@ def prepare_engine(
     what = f"{model.path.name} on {profile.name} ({precision})"
 
     def build_and_gate(
-        out_dir: Path, passes: GraphOptions, data: GateData, frames: tuple[np.ndarray, ...]
+        out_dir: Path, passes: GraphOptions, data: GateData, read: GateFrames
     ) -> tuple[dict[str, object], GateVerdict]:
+        frames, origin = read
         graph_model, graph_facts = _apply_graph_passes(model, passes, out_dir / GRAPH_DIR / model.path.name)
         build_facts = builder.build(graph_model, profile.engine, precision, out_dir, calibration)
         runner = backend.runner(out_dir, profile.engine, precision)
-        verdict = check_equivalence(model, runner, passes.preprocess is not None, data, frames, thresholds)
+        verdict = check_equivalence(model, runner, passes.preprocess is not None, data, frames, origin, thresholds)
         return {"model_path": str(model.path.resolve()), "graph_passes": graph_facts, **build_facts}, verdict
 
     def build(out_dir: Path) -> dict[str, object]:
         log.info("building %s engine for %s (%s, %s)", backend.name, model.path.name, profile.name, precision)
         model.check()
         data = _gate_data(gate, graph, calibration)
-        frames = data.read_frames(settings.frames)
-        facts, verdict = build_and_gate(out_dir, graph, data, frames)
+        read = data.read_frames(settings.frames)
+        facts, verdict = build_and_gate(out_dir, graph, data, read)
         if not verdict.passed and graph.preprocess is not None:
             log.warning(
                 "%s: the folded preprocessing fails the equivalence gate (%s); building the engine with the "
@@ -161,7 +160,7 @@ def prepare_engine(
                 "; ".join(verdict.failures),
             )
             _empty(out_dir)
-            facts, unfolded = build_and_gate(out_dir, replace(graph, preprocess=None), data, frames)
+            facts, unfolded = build_and_gate(out_dir, replace(graph, preprocess=None), data, read)
             verdict = replace(unfolded, fold_fallback=verdict.line())
         if not verdict.passed:
             raise EngineBuildError(f"{what}: refused, the engine does not match the model: {verdict.line()}")

@@ -37,15 +37,18 @@ _RANDOM_SEED = 20261201
 _RANDOM_DYNAMIC_SIZE = 64
 
 
+GateFrames = tuple[tuple[np.ndarray, ...], str]
+"""BGR uint8 frames, and where they come from (as the verdict names it)."""
+
+
 @dataclass(frozen=True)
 class GateData:
-    """What the gate runs: BGR uint8 frames (read only when a build needs them), how they become the
-    model's input (the pipeline's preprocessing, when known) and how outputs are judged (the
-    pipeline's post-processing)."""
+    """What the gate runs: frames (read only when a build needs them), how they become the model's
+    input (the pipeline's preprocessing, when known) and how outputs are judged (the pipeline's
+    post-processing)."""
 
-    read_frames: Callable[[int], tuple[np.ndarray, ...]]
+    read_frames: Callable[[int], GateFrames]
     """Up to N frames."""
-    origin: str
     preprocess: PreprocessSpec | None = None
     input_name: str | None = None
     postprocess: AnyPostprocessSpec | None = None
@@ -54,12 +57,11 @@ class GateData:
 
     @classmethod
     def scene(cls) -> GateData:
-        return cls(scene_frames, "the shipped image")
+        return cls(shipped_frames)
 
-    @classmethod
-    def from_source(cls, source: Source, origin: str) -> GateData:
-        """A file source's frames, falling back to the shipped image's when it has none."""
-        return cls(lambda count: source_frames(source, count) or scene_frames(count), origin)
+
+def shipped_frames(count: int) -> GateFrames:
+    return scene_frames(count), "the shipped image"
 
 
 def scene_frames(count: int) -> tuple[np.ndarray, ...]:
@@ -145,15 +147,16 @@ def check_equivalence(
     folded: bool,
     data: GateData,
     frames: Sequence[np.ndarray],
+    origin: str,
     gate: AccuracyGate,
 ) -> GateVerdict:
-    """Run `engine` (not yet active) and the reference on `frames` of `data`; `folded`: the engine
-    takes raw frames.
+    """Run `engine` (not yet active) and the reference on `frames` (from `origin`) fed as `data` says;
+    `folded`: the engine takes raw frames.
 
     An engine that cannot run raises EngineBuildError with its first line; a mismatch is a verdict
     that did not pass, with its failures as sentences."""
     started = time.perf_counter()
-    reference_feed, origin = _reference_samples(reference, data, frames)
+    reference_feed, origin = _reference_samples(reference, data, frames, origin)
     task = _task(reference, data.postprocess)
     from .compare import ReferenceRunner
 
@@ -198,7 +201,7 @@ def forgiving_one_box(gate: AccuracyGate, report: AccuracyReport) -> AccuracyGat
 
 
 def _reference_samples(
-    reference: ModelFile, data: GateData, frames: Sequence[np.ndarray]
+    reference: ModelFile, data: GateData, frames: Sequence[np.ndarray], origin: str
 ) -> tuple[list[dict[str, np.ndarray]], str]:
     """The frames as the model's own input (the pipeline's preprocessing, or raw frames when the input
     takes them); seeded random inputs for a model frames cannot feed."""
@@ -217,7 +220,7 @@ def _reference_samples(
             for _ in frames
         ]
         return samples, f"{len(samples)} seeded random inputs (frames cannot feed this model without its preprocessing)"
-    return [feed(frame) for frame in frames], f"{len(frames)} frames of {data.origin}"
+    return [feed(frame) for frame in frames], f"{len(frames)} frames of {origin}"
 
 
 def _engine_samples(

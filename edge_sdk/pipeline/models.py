@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.engines.engine import PreparedEngine, prepare_engine
-from edge_sdk.engines.equivalence import GateData
+from edge_sdk.engines.equivalence import GateData, GateFrames, shipped_frames, source_frames
 from edge_sdk.engines.model_file import ModelFile
 from edge_sdk.engines.tensor_meta import TensorMeta, select_input
-from edge_sdk.errors import ConfigError
+from edge_sdk.errors import ConfigError, SourceError
 from edge_sdk.postprocess import build_postprocessor
 from edge_sdk.postprocess.cascade import Cascade, NoCascade
 from edge_sdk.postprocess.classification import ClassificationPostprocessor
@@ -88,16 +88,23 @@ def pipeline_input(config: PipelineConfig, model: ModelFile) -> str:
 
 def pipeline_gate(config: PipelineConfig, input_name: str | None) -> GateData:
     """The equivalence gate's data for this pipeline's engine: frames of its first file source (the
-    shipped image when every source is live), fed and judged as the pipeline feeds and judges them."""
-    from edge_sdk.sources.registry import create_source
+    shipped image when every source is live, or the file gives none), fed and judged as the pipeline
+    feeds and judges them. Sources are made only when a build reads the frames."""
 
-    data = GateData.scene()
-    for spec in config.sources:
-        source = create_source(spec, config.base_dir)
-        if not source.is_live:
-            data = GateData.from_source(source, f"source {source.name}")
-            break
-    return GateData(data.read_frames, data.origin, config.preprocess, input_name, config.postprocess)
+    def read_frames(count: int) -> GateFrames:
+        from edge_sdk.sources.registry import create_source
+
+        for spec in config.sources:
+            try:
+                source = create_source(spec, config.base_dir)
+            except SourceError:  # the run reports it; the gate only needs frames
+                continue
+            if not source.is_live:
+                frames = source_frames(source, count)
+                return (frames, f"source {source.name}") if frames else shipped_frames(count)
+        return shipped_frames(count)
+
+    return GateData(read_frames, config.preprocess, input_name, config.postprocess)
 
 
 def pipeline_calibration(

@@ -246,3 +246,31 @@ def test_the_gate_forgives_one_box_of_a_few_but_not_more(
     # when the profile's 5 points are applied, then one box of a few passes, two or a wrong engine do not
     failures = forgiving_one_box(AccuracyGate(5.0, 0.99), report).failures(report)
     assert (not failures) is passes, failures
+
+
+def test_a_cached_start_does_not_touch_the_pipelines_source_for_the_gate(
+    tmp_path: Path,
+    demo_model: Path,
+    small_video: Path,
+    cpu_profile: DeviceProfile,
+    engine_cache: EngineCache,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # given a pipeline whose engine was built (the gate read its video then)
+    from edge_sdk.sources import registry
+
+    made: list[str] = []
+    real = registry.create_source
+
+    def counting(spec, base_dir, *args, **kwargs):  # type: ignore[no-untyped-def]
+        made.append(spec.uri)
+        return real(spec, base_dir, *args, **kwargs)
+
+    monkeypatch.setattr(registry, "create_source", counting)
+    config = load_pipeline(detector_pipeline(tmp_path, demo_model, small_video))
+    prepare_models(config, cpu_profile, engine_cache)
+    assert made == [str(small_video)], "the build's gate read the source once"
+    # when the pipeline starts again on the cached engine, then the gate makes no source at all
+    made.clear()
+    assert not prepare_models(config, cpu_profile, engine_cache).primary.built
+    assert made == []
