@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.engines.engine import prepare_engine
@@ -48,17 +47,19 @@ def test_a_session_that_cannot_be_made_leaves_no_fallback_dump_on_stdout(
 
 @pytest.mark.gpu
 def test_a_cuda_device_id_the_host_lacks_is_refused_in_one_line_and_the_cache_is_kept(
-    tmp_path: Path, demo_model: Path, engine_cache: EngineCache, capsys: pytest.CaptureFixture[str]
+    demo_model: Path, engine_cache: EngineCache, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # given a copy of x86-nvidia asking for GPU 7 on a host with fewer GPUs, and a cache with one engine
-    document = yaml.safe_load((REPO_ROOT / "device_profiles" / "x86-nvidia.yaml").read_text())
-    document["name"] = "x86-nvidia-gpu7"
-    for provider in document["engine"]["execution_providers"]:
-        if "device_id" in provider:
-            provider["device_id"] = 7
-    (tmp_path / "x86-nvidia-gpu7.yaml").write_text(yaml.safe_dump(document))
-    profile = ProfileCatalog(tmp_path).load("x86-nvidia-gpu7")
-    prepare_engine(demo_model, ProfileCatalog(REPO_ROOT / "device_profiles").load("x86-cpu"), cache=engine_cache)
+    # given x86-nvidia asking for GPU 7 on a host with fewer GPUs, and a cache with one engine
+    catalog = ProfileCatalog(REPO_ROOT / "device_profiles")
+    shipped = catalog.load("x86-nvidia")
+    providers = [
+        p.model_copy(update={"device_id": 7}) if hasattr(p, "device_id") else p
+        for p in shipped.engine.execution_providers
+    ]
+    profile = shipped.model_copy(
+        update={"engine": shipped.engine.model_copy(update={"execution_providers": providers})}
+    )
+    prepare_engine(demo_model, catalog.load("x86-cpu"), cache=engine_cache)
     before = [report.digest for report in engine_cache.entries()]
     # when an engine is built for it
     with pytest.raises((ConfigError, EngineBuildError)) as refused:
