@@ -473,7 +473,7 @@ def cnn_gpu(report: Report, budget: Budget, args: argparse.Namespace, work: Path
     name = "CNN (ResNet-18 size)"
     rows: list[tuple[str, Callable[[], Any], Callable[[int], dict[str, Any]], bool, str]] = [
         ("CUDA fp32, numpy, session.run (io_binding off)", lambda: open_runner(fp32, io_binding="off"), floats.numpy, True, "fp32"),
-        ("CUDA fp32, numpy, I/O binding (default)", lambda: open_runner(fp32), floats.numpy, True, "fp32"),
+        ("CUDA fp32, numpy, io_binding auto (default)", lambda: open_runner(fp32), floats.numpy, True, "fp32"),
         ("CUDA fp32, page-locked host, I/O binding", lambda: open_runner(fp32), floats.pinned, True, "fp32"),
         ("CUDA fp32, device-resident, I/O binding", lambda: open_runner(fp32), floats.device, True, "fp32"),
         ("CUDA fp32, numpy, CUDA graph", lambda: open_runner(fp32, cuda={"cuda_graph": True}), floats.numpy, True, "fp32"),
@@ -752,7 +752,7 @@ def detector(report: Report, budget: Budget, args: argparse.Namespace, cache: An
     fp32 = detector_engines(cache, catalog, "x86-nvidia", "fp32")
     rows: list[tuple[str, Callable[[], Any], Callable[[int], dict[str, Any]]]] = [
         ("CUDA fp32, numpy, session.run (io_binding off)", lambda: open_runner(fp32, io_binding="off"), frames.numpy),
-        ("CUDA fp32, numpy, I/O binding (default)", lambda: open_runner(fp32), frames.numpy),
+        ("CUDA fp32, numpy, io_binding auto (default)", lambda: open_runner(fp32), frames.numpy),
         ("CUDA fp32, page-locked host, I/O binding", lambda: open_runner(fp32), frames.pinned),
         ("CUDA fp32, device-resident, I/O binding", lambda: open_runner(fp32), frames.device),
         (

@@ -33,12 +33,27 @@ def pinned_empty(shape: Sequence[int], dtype: Any) -> np.ndarray:
     problems = []
     for name, allocate in _ALLOCATORS:
         try:
-            return allocate(shape, dtype)
+            array = allocate(shape, dtype)
         except ImportError:
             problems.append(f"{name} is not installed")
         except Exception as exc:  # a driver or runtime refusing: try the next allocator
             problems.append(f"{name}: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}")
+        else:
+            start = array.ctypes.data
+            _pinned[start] = start + array.nbytes
+            weakref.finalize(array, _pinned.pop, start, None)
+            return array
     raise BackendUnavailableError(f"cannot allocate page-locked host memory ({'; '.join(problems)}); {INSTALL_HINT}")
+
+
+def is_pinned(array: np.ndarray) -> bool:
+    """Whether `array` lies in a live `pinned_empty` allocation (a view of one counts)."""
+    address = array.ctypes.data
+    return any(start <= address < end for start, end in _pinned.items())
+
+
+_pinned: dict[int, int] = {}
+"""Start -> end address of the pinned_empty arrays alive in this process."""
 
 
 def _cuda_python(shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray:

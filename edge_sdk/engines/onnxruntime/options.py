@@ -184,8 +184,9 @@ class OnnxRuntimeOptions(_Strict):
         "auto",
         description="How a GPU engine is fed: 'auto' gives sessions whose first provider is CUDA or TensorRT "
         "ONNX Runtime's I/O binding for inputs already on the GPU (an onnxruntime.OrtValue or any "
-        "__cuda_array_interface__ array, bound without a copy) and for CUDA graphs (device input buffers kept "
-        "per input shape); numpy inputs otherwise go through session.run, which measured as fast. 'off' = "
+        "__cuda_array_interface__ array, bound without a copy), for page-locked host arrays (pinned_empty) and for "
+        "CUDA graphs (device input buffers kept per input shape); other numpy inputs go through session.run, "
+        "which measured as fast. 'off' = "
         "session.run only. CPU sessions always use session.run.",
     )
 
