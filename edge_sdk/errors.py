@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (libraries' messages run to many), or its type's name."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 class EdgeSDKError(Exception):
     """Root of every error the SDK raises on purpose; the CLI prints these as one line."""
 

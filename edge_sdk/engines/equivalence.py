@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from edge_sdk.errors import ConfigError, EngineBuildError, SourceError
+from edge_sdk.errors import ConfigError, EngineBuildError, SourceError, first_line
 
 from .accuracy import AccuracyGate, AccuracyReport, compare_outputs, run_samples
 from .calibration.settings import TaskSpec
@@ -169,8 +169,7 @@ def check_equivalence(
     except EngineBuildError:
         raise
     except Exception as exc:  # the backend's own errors: the engine does not run where it was built for
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise EngineBuildError(f"the built engine does not run: {first}") from None
+        raise EngineBuildError(f"the built engine does not run: {first_line(exc)}") from None
     actual = _host_decoded(actual, expected, reference)
     shared = [name for name in expected[0] if name in actual[0]]
     report = compare_outputs(

@@ -8,7 +8,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from edge_sdk.errors import ModelError
+from edge_sdk.errors import ModelError, first_line
 
 from .tensor_meta import TensorMeta
 
@@ -95,7 +95,7 @@ class ModelFile:
             if not proto.graph.node:
                 raise ValueError("the graph has no nodes")
         except Exception as exc:  # onnx raises DecodeError and others for bad files
-            raise ModelError(f"{path} is not a valid ONNX model: {_first_line(exc)}") from None
+            raise ModelError(f"{path} is not a valid ONNX model: {first_line(exc)}") from None
         initializers = {init.name for init in proto.graph.initializer}
         return cls(
             path=path,
@@ -116,9 +116,4 @@ class ModelFile:
         try:
             onnx.checker.check_model(str(self.path))
         except Exception as exc:  # ValidationError and friends
-            raise ModelError(f"{self.path} is not a valid ONNX model: {_first_line(exc)}") from None
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+            raise ModelError(f"{self.path} is not a valid ONNX model: {first_line(exc)}") from None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import onnx
 
-from edge_sdk.errors import ConfigError, EngineBuildError, ModelError
+from edge_sdk.errors import ConfigError, EngineBuildError, ModelError, first_line
 
 from .batch_size import BatchSize
 from .batchnorm_folding import BatchNormFolding
@@ -51,8 +51,7 @@ def optimize_graph(model: onnx.ModelProto, options: GraphOptions) -> tuple[onnx.
     try:
         onnx.checker.check_model(optimized)
     except Exception as exc:  # ValidationError
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise EngineBuildError(f"graph passes produced an invalid model: {first}") from None
+        raise EngineBuildError(f"graph passes produced an invalid model: {first_line(exc)}") from None
     return optimized, reports
 
 

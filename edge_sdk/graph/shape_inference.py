@@ -6,7 +6,7 @@ import logging
 
 import onnx
 
-from edge_sdk.errors import ModelError
+from edge_sdk.errors import ModelError, first_line
 
 from .graph_edit import copy_model
 
@@ -41,13 +41,8 @@ def infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
     try:
         return onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
     except onnx.shape_inference.InferenceError as exc:
-        log.warning("shape inference: %s; keeping the shapes it could infer", _first_line(exc))
+        log.warning("shape inference: %s; keeping the shapes it could infer", first_line(exc))
     try:
         return onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
     except Exception as exc:  # ValidationError and friends
-        raise ModelError(f"shape inference failed: {_first_line(exc)}") from None
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+        raise ModelError(f"shape inference failed: {first_line(exc)}") from None

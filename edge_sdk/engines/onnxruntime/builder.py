@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from edge_sdk.errors import ConfigError, EdgeSDKError, EngineBuildError
+from edge_sdk.errors import ConfigError, EdgeSDKError, EngineBuildError, first_line
 from edge_sdk.precision import Precision
 
 from ..backend import BuildFacts, EngineBuilder
@@ -65,7 +65,7 @@ class OnnxRuntimeBuilder(EngineBuilder):
         except EdgeSDKError:
             raise
         except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph/RuntimeException types
-            raise EngineBuildError(f"ONNX Runtime could not build {model.path.name}: {_first_line(exc)}") from None
+            raise EngineBuildError(f"ONNX Runtime could not build {model.path.name}: {first_line(exc)}") from None
         seconds = time.perf_counter() - started
         session_facts: dict[str, Any] = {
             "graph_optimization": options.graph_optimization,
@@ -98,8 +98,3 @@ def _node_count(path: Path) -> int:
     import onnx
 
     return len(onnx.load(str(path), load_external_data=False).graph.node)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

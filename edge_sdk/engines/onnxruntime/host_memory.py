@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from edge_sdk.errors import BackendUnavailableError
+from edge_sdk.errors import BackendUnavailableError, first_line
 
 INSTALL_HINT = "pip install cuda-python (or CuPy, or PyTorch with CUDA)"
 
@@ -37,7 +37,7 @@ def pinned_empty(shape: Sequence[int], dtype: Any) -> np.ndarray:
         except ImportError:
             problems.append(f"{name} is not installed")
         except Exception as exc:  # a driver or runtime refusing: try the next allocator
-            problems.append(f"{name}: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}")
+            problems.append(f"{name}: {first_line(exc)}")
         else:
             start = array.ctypes.data
             _pinned[start] = start + array.nbytes

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from edge_sdk.errors import ConfigError, EngineBuildError
+from edge_sdk.errors import ConfigError, EngineBuildError, first_line
 from edge_sdk.graph.graph_edit import keep_ir_version
 
 from ..calibration.settings import Int8Settings
@@ -67,7 +67,7 @@ def prepare_for_quantization(model_path: Path, out_path: Path) -> Path:
         except Exception as exc:  # the converter raises plain RuntimeErrors/ValueErrors
             raise EngineBuildError(
                 f"{model_path.name}: int8 needs opset {MIN_OPSET} or newer; converting from opset "
-                f"{_opset(model)} failed: {_first_line(exc)}"
+                f"{_opset(model)} failed: {first_line(exc)}"
             ) from None
     try:
         from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
@@ -123,7 +123,7 @@ def calibrate(model_path: Path, samples: Iterable[Mapping[str, np.ndarray]], set
             data = calibrator.compute_data()
         except (ValueError, RuntimeError) as exc:
             raise EngineBuildError(
-                f"calibration ({settings.method}) of {model_path.name} failed: {_first_line(exc)}"
+                f"calibration ({settings.method}) of {model_path.name} failed: {first_line(exc)}"
             ) from None
         finally:
             calibrator = None  # frees its session before the temp dir goes
@@ -170,7 +170,7 @@ def quantize_with_ranges(
         try:
             quantizer.quantize_model()
         except (ValueError, RuntimeError, KeyError) as exc:
-            raise EngineBuildError(f"quantisation of {model_path.name} failed: {_first_line(exc)}") from None
+            raise EngineBuildError(f"quantisation of {model_path.name} failed: {first_line(exc)}") from None
     result: onnx.ModelProto = quantizer.model.model
     return keep_ir_version(source, result)
 
@@ -275,8 +275,3 @@ def _unique(name: str, taken: set[str]) -> str:
         candidate, suffix = f"{name}_{suffix}", suffix + 1
     taken.add(candidate)
     return candidate
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from edge_sdk.errors import EdgeSDKError, EngineBuildError, InferenceError, ModelError
+from edge_sdk.errors import EdgeSDKError, EngineBuildError, InferenceError, ModelError, first_line
 from edge_sdk.precision import Precision
 
 from ..runner import EngineRunner
@@ -110,7 +110,7 @@ class SessionRunner(EngineRunner):
         except Exception as exc:  # onnxruntime's own exceptions: out of device memory, a kernel failure
             shape = ", ".join(f"{name} {tuple(getattr(value, 'shape', ()))}" for name, value in feed.items())
             raise InferenceError(
-                f"the engine failed to run on {self._session.get_providers()[0]} ({shape}): {_first_line(exc)}"
+                f"the engine failed to run on {self._session.get_providers()[0]} ({shape}): {first_line(exc)}"
             ) from None
         return dict(zip(self._output_names, values, strict=True))
 
@@ -149,9 +149,9 @@ class OnnxRuntimeRunner(SessionRunner):
                 if graphs is True:
                     raise EngineBuildError(
                         f"cannot load engine {self.entry_dir} with cuda_graph: true (CUDA graphs need every node on "
-                        f"CUDA and no Loop/If/Scan; set cuda_graph: auto or false): {_first_line(exc)}"
+                        f"CUDA and no Loop/If/Scan; set cuda_graph: auto or false): {first_line(exc)}"
                     ) from None
-                log.info("cuda_graph auto: not for %s: %s", self.entry_dir.name, _first_line(exc))
+                log.info("cuda_graph auto: not for %s: %s", self.entry_dir.name, first_line(exc))
             else:
                 self._cuda_graph = True
                 return session
@@ -160,16 +160,11 @@ class OnnxRuntimeRunner(SessionRunner):
         except EdgeSDKError:
             raise
         except Exception as exc:
-            raise EngineBuildError(f"cannot load engine {self.entry_dir}: {_first_line(exc)}") from None
+            raise EngineBuildError(f"cannot load engine {self.entry_dir}: {first_line(exc)}") from None
 
 
 def _bindable(value: object) -> bool:
     return isinstance(value, DeviceArray) or (isinstance(value, np.ndarray) and is_pinned(value))
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _meta(arg: Any) -> TensorMeta:
