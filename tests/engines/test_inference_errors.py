@@ -14,7 +14,7 @@ from onnx import TensorProto, helper
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.engines.engine import prepare_engine
 from edge_sdk.errors import InferenceError
-from edge_sdk.profiles import DeviceProfile
+from edge_sdk.profiles import DeviceProfile, ProfileCatalog
 
 from ..onnx_models import make_model
 
@@ -59,3 +59,35 @@ def test_bench_of_a_batch_the_engine_cannot_run_exits_non_zero_with_one_line(tmp
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert done.returncode == 2 and len(errors) == 1 and "failed to run" in errors[0], done.stderr
     assert "Traceback" not in done.stderr and "[E:onnxruntime" not in done.stderr, "no ONNX Runtime log dump"
+
+
+def tile_rows(path: Path, repeats: int) -> Path:
+    """[N, 1] -> Tile [1, repeats]: a tiny input whose output holds N x `repeats` floats."""
+    graph = helper.make_graph(
+        [helper.make_node("Tile", ["x", "repeats"], ["y"])],
+        "tile_rows",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", repeats])],
+        [helper.make_tensor("repeats", TensorProto.INT64, [2], [1, repeats])],
+    )
+    onnx.save(make_model(graph), str(path))
+    return path
+
+
+@pytest.mark.gpu
+def test_a_batch_that_does_not_fit_in_gpu_memory_raises_one_line_and_the_engine_runs_on(
+    tmp_path: Path, catalog: ProfileCatalog, engine_cache: EngineCache
+) -> None:
+    # given an engine whose output is 256 MiB per item (the gate's batch of one fits)
+    model = tile_rows(tmp_path / "tile_rows.onnx", 1 << 26)
+    prepared = prepare_engine(model, catalog.load("x86-nvidia"), "fp32", engine_cache)
+    with prepared.open() as runner:
+        # when a batch of 2,048 (512 GiB of output) is run
+        with pytest.raises(InferenceError) as failed:
+            runner.infer({"x": np.ones((2048, 1), np.float32)})
+        # then one line names the provider, the shape and the reason, and the engine still runs a batch that fits
+        message = str(failed.value)
+        assert "\n" not in message and "CUDAExecutionProvider" in message and "x (2048, 1)" in message, message
+        assert runner.infer({"x": np.full((1, 1), 3.0, np.float32)})["y"][0, -1] == 3.0
+    # and the cache entry is intact
+    assert [(e.directory, e.problem) for e in engine_cache.entries()] == [(prepared.entry.directory, None)]

@@ -1,18 +1,22 @@
 """8 cameras at 1080p through the SDK's multi-process runtime vs a plain single-process loop, on one GPU.
 
 Usage: python tools/bench/gpu_pipeline.py [--profile x86-nvidia] [--variants split,full] [--seconds 20] [--precision fp32]
-       [--sources 8] [--size 1920x1080] [--layouts 4x8] [--ring-slots 8] [--total-seconds 230] [--json PATH]
+       [--sources 8] [--size 1920x1080] [--capture video|synthetic] [--layouts 4x8] [--ring-slots 8]
+       [--total-seconds 230] [--json PATH]
 
 Per detector variant ("full": the demo detector with TF's post-processing and NMS Loop in the graph;
 "split": the graph cut after its box head, decode + NMS on the host, postprocess decode: sdk), side
 by side in one run:
 
-- baseline: what a user writes without the SDK: one process, one frame at a time, the N virtual
-  cameras read in turn (each frame rendered at the given size), cv2 resize to 300x300 + RGB, a plain
+- cameras (--capture): "video" (default) = each camera decodes one clip, encoded once at the given
+  size (mp4v), from the start again at its end, as real cameras decode; "synthetic" = each frame is
+  rendered (the SDK's pan-zoom source);
+- baseline: what a user writes without the SDK: one process, one frame at a time, the N cameras
+  read in turn (cv2.VideoCapture), cv2 resize to 300x300 + RGB, a plain
   onnxruntime.InferenceSession on the same model (the SDK's split for "split") with the profile's
   providers, the SDK's SSD post-processing;
-- pipeline: the same cameras as `synthetic://` sources (realtime off: as fast as they can render) in
-  pipelines/demo.yaml's set-up (preprocessing folded into the engine, raw frames in) through the
+- pipeline: the same cameras (as video file sources, looping; or `synthetic://` sources, realtime off)
+  in pipelines/demo.yaml's set-up (preprocessing folded into the engine, raw frames in) through the
   multi-process runtime, per layout WORKERSxBATCH (inference workers x runtime.batch_size), no sinks.
 
 Both run the same graph in the same precision (--precision, default fp32; fp16 = the SDK's float16
@@ -61,6 +65,8 @@ ASTRONAUT = REPO / "tools" / "assets" / "astronaut.jpg"
 DECODE = {"full": "graph", "split": "sdk"}
 CAMERA_FRAMES = 600
 """Frames of each virtual camera's path before it loops (20 s at 30 FPS: the person moves and scales)."""
+CLIP_FRAMES = 300
+"""Frames of the encoded clip the cameras play with --capture video (10 s at 30 FPS)."""
 UTIL_TARGET = 80.0
 SPEED_UP_TARGET = 2.0
 
@@ -187,7 +193,6 @@ def plain_loop(
     from edge_sdk.postprocess.ssd import SsdPostprocessor, SsdSpec
     from edge_sdk.results import FrameMeta
     from edge_sdk.sources.opencv import import_cv2
-    from edge_sdk.sources.synthetic import PanZoomSource
 
     cv2 = import_cv2()
     model = onnx.load(str(MODEL))
@@ -203,18 +208,13 @@ def plain_loop(
     post = SsdPostprocessor(spec if variant == "split" else spec.model_copy(update={"decode_model": None}))
     names = [o.name for o in session.get_outputs()]
     width, height = args.frame_size
-    cameras = [
-        PanZoomSource(ASTRONAUT, frames=CAMERA_FRAMES, size=(width, height), loop=True) for _ in range(args.sources)
-    ]
-    for camera in cameras:
-        camera.open()
+    cameras = [Camera(args) for _ in range(args.sources)]
     geometry = InputGeometry(300, 300, 300 / width, 300 / height)
     frames = detections = 0
 
     def one(index: int) -> int:
-        frame = cameras[index % len(cameras)].read()
-        assert frame is not None  # the cameras loop
-        tensor = cv2.cvtColor(cv2.resize(frame.image, (300, 300), interpolation=cv2.INTER_LINEAR), cv2.COLOR_BGR2RGB)
+        image = cameras[index % len(cameras)].read()
+        tensor = cv2.cvtColor(cv2.resize(image, (300, 300), interpolation=cv2.INTER_LINEAR), cv2.COLOR_BGR2RGB)
         outputs = session.run(names, {"image_tensor:0": tensor[np.newaxis]})
         meta = FrameMeta(f"cam{index % len(cameras)}", index, 0.0, width, height)
         result = post({name: value[0] for name, value in zip(names, outputs, strict=True)}, meta, geometry)
@@ -237,6 +237,74 @@ def plain_loop(
             "detections": detections, "providers": active, **window}  # fmt: skip
 
 
+class Camera:
+    """What a plain script reads a camera with: cv2.VideoCapture on the clip, from the start again at its
+    end; or (--capture synthetic) the SDK's rendered pan-zoom frames."""
+
+    def __init__(self, args: argparse.Namespace):
+        from edge_sdk.sources.opencv import import_cv2
+        from edge_sdk.sources.synthetic import PanZoomSource
+
+        self.cv2 = import_cv2()
+        self.clip = args.clip
+        if self.clip is None:
+            self.rendered = PanZoomSource(ASTRONAUT, frames=CAMERA_FRAMES, size=args.frame_size, loop=True)
+            self.rendered.open()
+        else:
+            self.capture = self.cv2.VideoCapture(str(self.clip))
+
+    def read(self) -> np.ndarray:
+        if self.clip is None:
+            frame = self.rendered.read()
+            assert frame is not None  # it loops
+            return frame.image
+        ok, image = self.capture.read()
+        if not ok:
+            self.capture.set(self.cv2.CAP_PROP_POS_FRAMES, 0)
+            ok, image = self.capture.read()
+        if not ok:
+            raise RuntimeError(f"cv2.VideoCapture cannot read {self.clip}")
+        return image
+
+    def close(self) -> None:
+        if self.clip is None:
+            self.rendered.close()
+        else:
+            self.capture.release()
+
+
+def camera_clip(args: argparse.Namespace, work: Path) -> Path:
+    """The clip every camera plays (--capture video): CLIP_FRAMES of the pan-zoom path at the camera size,
+    encoded once as MPEG-4 (mp4v, which every OpenCV video build reads); capture stages then decode
+    instead of render, as with real cameras."""
+    from edge_sdk.sources.opencv import import_cv2
+    from edge_sdk.sources.synthetic import PanZoomSource
+
+    cv2 = import_cv2()
+    path = work / f"cameras-{args.size}.mp4"
+    started = time.monotonic()
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), 30.0, args.frame_size)
+    if not writer.isOpened():
+        raise RuntimeError("cv2.VideoWriter cannot write mp4v here (an OpenCV without a video backend)")
+    source = PanZoomSource(ASTRONAUT, frames=CLIP_FRAMES, size=args.frame_size)
+    source.open()
+    try:
+        while (frame := source.read()) is not None:
+            writer.write(frame.image)
+    finally:
+        source.close()
+        writer.release()
+    capture = cv2.VideoCapture(str(path))
+    readable, count = capture.isOpened(), int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
+    ok = readable and capture.read()[0]
+    capture.release()
+    if not ok:
+        raise RuntimeError(f"cv2.VideoCapture cannot read back the clip it wrote ({path})")
+    print(f"   camera clip: {count} frames of {args.size} mp4v, {path.stat().st_size / 1e6:.1f} MB, "
+          f"written in {time.monotonic() - started:.1f} s")  # fmt: skip
+    return path
+
+
 # --- the SDK pipeline -----------------------------------------------------------------------------
 
 
@@ -244,7 +312,9 @@ def pipeline_config(
     variant: str, args: argparse.Namespace, workers: int, batch: int, slots: int, work: Path
 ) -> PipelineConfig:
     width, height = args.frame_size
-    uri = f"synthetic://?image={ASTRONAUT}&size={width}x{height}&frames={CAMERA_FRAMES}"
+    uri = (
+        str(args.clip) if args.clip else f"synthetic://?image={ASTRONAUT}&size={width}x{height}&frames={CAMERA_FRAMES}"
+    )
     sources = "\n".join(f"  - {{uri: '{uri}', name: cam{i}, loop: true}}" for i in range(args.sources))
     path = work / f"{variant}-{workers}x{batch}.yaml"
     path.write_text(
@@ -348,6 +418,7 @@ def environment(report: Report, profile: DeviceProfile, sampler: GpuSampler, arg
         "shm_free_gb": round(host.shm_free_bytes / 1e9, 2) if host.shm_free_bytes is not None else None,
         "sources": args.sources,
         "size": args.size,
+        "capture": args.capture,
         "precision": args.precision,
     }
     report.data["environment"] = facts
@@ -385,6 +456,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--sources", type=int, default=8)
     parser.add_argument("--size", default="1920x1080", help="WIDTHxHEIGHT of every camera")
     parser.add_argument("--layouts", default="4x8", help="comma-separated WORKERSxBATCH for the pipeline")
+    parser.add_argument(
+        "--capture",
+        choices=("video", "synthetic"),
+        default="video",
+        help="video: every camera decodes an encoded clip (as real cameras do); synthetic: frames rendered per read",
+    )
     parser.add_argument("--ring-slots", type=int, default=8)
     parser.add_argument("--batch-timeout-ms", type=float, default=2.0)
     parser.add_argument("--sample-ms", type=float, default=50.0, help="NVML sampling period (50-100 ms)")
@@ -409,6 +486,13 @@ def main() -> None:
     phase_seconds = args.seconds + args.warmup + 12  # + the stages' start-up and drain
     with tempfile.TemporaryDirectory(prefix="edge-sdk-gpu-pipeline-") as scratch:
         work, cache = Path(scratch), EngineCache(Path(scratch) / "cache")
+        args.clip = None
+        if args.capture == "video":
+            try:
+                args.clip = camera_clip(args, work)
+            except Exception as exc:
+                print(f"   no camera clip ({exc}): the cameras render their frames instead (--capture synthetic)")
+                report.data["environment"]["capture"] = "synthetic (no clip)"
         for variant in args.variants.split(","):
             print(
                 f"\n== {variant} detector ({'decode + NMS on the host' if variant == 'split' else 'NMS Loop in the graph'})"

@@ -1,7 +1,7 @@
 """GPU throughput of the SDK's engines on an NVIDIA GPU, side by side with the CPU and PyTorch, in one run.
 
 Usage: python tools/bench/gpu_throughput.py [--seconds 2] [--batches 1,8,32,128,256] [--total-seconds 400]
-       [--sections torch,cnn,detector,split,limits,whatif,cpu] [--json PATH]
+       [--sections torch,cnn,split,detector,limits,cpu] [--json PATH]
 
 Models: the ResNet-18-sized CNN of tests/onnx_models.py (random weights, float32 [N, 3, 224, 224]) and
 the demo detector as pipelines/demo.yaml builds it (preprocessing folded, raw 640x480 BGR frames in).
@@ -13,13 +13,15 @@ for --seconds after warm-up. Rows:
 - CPU EP, x86-cpu, all cores; CUDA EP fp32 with numpy feeds through plain session.run (io_binding
   off); through I/O binding (the default) with numpy, page-locked host and device-resident
   (OrtValue) inputs; CUDA graphs (cuda_graph: true) with numpy and device inputs; the x86-nvidia
-  fp16 engine; the CNN with its normalisation folded in (uint8 NHWC frames in: 4x fewer bytes to copy).
-- PyTorch's own ResNet-18 fp32 and fp16 (channels_last, cudnn.benchmark), in a subprocess so its
-  CUDA libraries cannot clash with ONNX Runtime's.
-- What-if rows, not SDK paths: the SDK's fp16 graph of the CNN (edge_sdk.engines.onnxruntime.fp16),
-  on the CUDA EP with NCHW or prefer_nhwc, with and without CUDA graphs.
+  fp16 engine (the graph converted to float16), also with the CUDA provider's prefer_nhwc and CUDA
+  graphs; the CNN with its normalisation folded in (uint8 NHWC frames in: 4x fewer bytes to copy).
+- PyTorch's own ResNet-18 fp32 (channels_last) and fp16 (channels_last, and NCHW as a plain
+  `model.half()` runs), cudnn.benchmark, in a subprocess so its CUDA libraries cannot clash with
+  ONNX Runtime's.
 - The detector cut after its box head (the pipeline's `postprocess: {type: ssd, decode: sdk}`, no NMS
-  Loop in the engine): CPU, CUDA with numpy and device inputs, CUDA graphs, and engine + host decode.
+  Loop in the engine): CPU, CUDA with numpy, page-locked and device inputs, CUDA graphs, and engine +
+  host decode, in one thread or pipelined (the decode of one batch on a second thread while the
+  engine runs the next, as the pipeline's output stage does).
 - What limits the GPU: the detector's graph as ONNX Runtime runs it on CUDA (nodes per provider,
   Memcpy nodes) and the time per op type and provider from ONNX Runtime's profiler.
 
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import concurrent.futures
 import gc
 import importlib.util
 import json
@@ -71,7 +74,7 @@ MAX_ITERATIONS = 100_000
 WATCHDOG_GRACE = 40.0
 PROFILE_WARMUP = 3
 PROFILE_RUNS = 5
-SECTIONS = ("torch", "cnn", "detector", "split", "limits", "whatif", "cpu")
+SECTIONS = ("torch", "cnn", "split", "detector", "limits", "cpu")
 CPU_MAX_BATCH = 32
 """CPU rows stop here: CPU throughput is flat past small batches, and a batch of 256 takes seconds a call."""
 
@@ -489,11 +492,18 @@ def cnn_gpu(report: Report, budget: Budget, args: argparse.Namespace, work: Path
         "x86-nvidia fp16 without TensorRT: the SDK converts the graph to float16 for the CUDA EP "
         f"(onnxruntime.transformers.float16): {fp16.entry.manifest.get('facts', {}).get('fp16')}"
     )
-    for variant, feed in (
-        ("x86-nvidia fp16 engine, numpy", floats.numpy),
-        ("x86-nvidia fp16 engine, device-resident", floats.device),
-    ):
-        sweep(report, budget, args, name, variant, lambda: open_runner(fp16), feed, reference, precision="fp16")  # fmt: skip
+    nhwc, nhwc_graph = {"prefer_nhwc": True}, {"prefer_nhwc": True, "cuda_graph": True}
+    fp16_rows: list[tuple[str, dict[str, Any], Callable[[int], dict[str, Any]]]] = [
+        ("x86-nvidia fp16 engine, numpy", {}, floats.numpy),
+        ("x86-nvidia fp16 engine, device-resident", {}, floats.device),
+        ("x86-nvidia fp16 engine, prefer_nhwc, device-resident", nhwc, floats.device),
+        ("x86-nvidia fp16 engine, prefer_nhwc, CUDA graph, device-resident", nhwc_graph, floats.device),
+        ("x86-nvidia fp16 engine, prefer_nhwc, CUDA graph, page-locked host", nhwc_graph, floats.pinned),
+    ]
+    for variant, cuda, feed in fp16_rows:
+        sweep(report, budget, args, name, variant, partial(open_runner, fp16, cuda), feed, reference, precision="fp16")
+    sweep(report, budget, args, name, "CUDA fp32, prefer_nhwc, CUDA graph, device-resident",
+          partial(open_runner, fp32, nhwc_graph), floats.device, reference, precision="fp32")  # fmt: skip
     if not budget.allows("uint8 folded CNN"):
         return
     # 224x224 frames in; the model has a fixed 224x224 input, so the fold needs the resize (a no-op size here)
@@ -506,76 +516,6 @@ def cnn_gpu(report: Report, budget: Budget, args: argparse.Namespace, work: Path
         ("CUDA fp32, uint8 frames folded, device-resident", frames.device),
     ):
         sweep(report, budget, args, name, variant, lambda: open_runner(folded), feed, precision="fp32", input="uint8")
-
-
-def cnn_whatif(report: Report, budget: Budget, args: argparse.Namespace, work: Path, cache: Any, catalog: Any) -> None:
-    """The CNN's graph in fp16 on the CUDA EP: what an fp16 conversion in the SDK would give."""
-    import onnx
-    import onnxruntime
-
-    from edge_sdk.engines.engine import GRAPH_DIR, prepare_engine
-    from edge_sdk.engines.onnxruntime.io_binding import BoundSession, device_array
-    from edge_sdk.engines.onnxruntime.session import provider_list, session_options
-    from tests.onnx_models import resnet18_like
-
-    problem = cuda_problem()
-    if problem:
-        report.say(f"skipped: the CUDA EP cannot run here: {problem}")
-        return
-    from edge_sdk.engines.onnxruntime.fp16 import convert_to_fp16
-
-    model = resnet18_like(work / "resnet18_like.onnx")
-    floats, _ = cnn_inputs(max(args.batches))
-    prepared = prepare_engine(model, catalog.load("x86-nvidia"), "fp32", cache)
-    graph = prepared.entry.directory / GRAPH_DIR / model.name  # after the SDK's passes (BatchNormalization folded)
-    half, _ = convert_to_fp16(onnx.load(str(graph)))  # the SDK's own conversion (its fp16 CUDA builds)
-    half_path = work / "resnet18_like.fp16.onnx"
-    onnx.save(half, str(half_path))
-    options = prepared.profile.engine
-    base = provider_list(options, "fp32", work)
-    base = [(n, o) for n, o in base if n != "TensorrtExecutionProvider"]
-    name = "CNN (ResNet-18 size)"
-
-    class Raw:
-        """A raw session over the fp16 graph, fed like the SDK's runner (device-resident inputs)."""
-
-        def __init__(self, extra: dict[str, str], graphs: bool):
-            providers = [(n, {**o, **extra}) if n == "CUDAExecutionProvider" else (n, o) for n, o in base]
-            if graphs:
-                providers = [
-                    (n, {**o, "enable_cuda_graph": "1"}) if n == "CUDAExecutionProvider" else (n, o)
-                    for n, o in providers
-                ]
-            self.session = onnxruntime.InferenceSession(
-                str(half_path), session_options(options, "all"), providers=providers
-            )
-            self.providers = self.session.get_providers()
-            self.feeding = "cuda_graph" if graphs else "io_binding"
-            outputs = [o.name for o in self.session.get_outputs()]
-            self.bound = BoundSession(self.session, outputs, "cuda", 0, cuda_graph=graphs)
-
-        def infer(self, feed: dict[str, Any]) -> dict[str, np.ndarray]:
-            return self.bound.run({k: device_array(v) or v for k, v in feed.items()})
-
-        def deactivate(self) -> None:
-            self.bound = self.session = None  # type: ignore[assignment]
-
-    variants: tuple[tuple[str, dict[str, str], bool], ...] = (
-        ("what-if (not SDK): fp16 graph, NCHW, device-resident", {}, False),
-        ("what-if (not SDK): fp16 graph, prefer_nhwc, device-resident", {"prefer_nhwc": "1"}, False),
-        ("what-if (not SDK): fp16 graph, prefer_nhwc, device-resident, CUDA graph", {"prefer_nhwc": "1"}, True),
-    )
-    for variant, extra, graphs in variants:
-        sweep(
-            report,
-            budget,
-            args,
-            name,
-            variant,
-            partial(Raw, extra, graphs),
-            floats.device,
-            precision="fp16-converted",
-        )
 
 
 def torch_reference(report: Report, budget: Budget, args: argparse.Namespace) -> None:
@@ -649,9 +589,14 @@ def torch_worker(args: argparse.Namespace) -> None:
             net(x)
         torch.cuda.synchronize()
 
-    for precision, dtype in (("fp32", torch.float32), ("fp16", torch.float16)):
-        variant = f"PyTorch {precision}, channels_last, device-resident"
-        net = torch_resnet18(torch).cuda().eval().to(dtype=dtype, memory_format=torch.channels_last)
+    for precision, dtype, layout in (
+        ("fp32", torch.float32, torch.channels_last),
+        ("fp16", torch.float16, torch.channels_last),
+        ("fp16", torch.float16, torch.contiguous_format),
+    ):
+        named = "channels_last" if layout is torch.channels_last else "NCHW"
+        variant = f"PyTorch {precision}, {named}, device-resident"
+        net = torch_resnet18(torch).cuda().eval().to(dtype=dtype, memory_format=layout)
         for batch in args.batches:
             if time.monotonic() > deadline - 2 * args.seconds:
                 emit(variant, precision, batch, error="skipped: worker time guard")
@@ -659,7 +604,7 @@ def torch_worker(args: argparse.Namespace) -> None:
             x = None
             try:
                 x = torch.randn(batch, 3, CNN_SIZE, CNN_SIZE, device="cuda", dtype=dtype)
-                x = x.contiguous(memory_format=torch.channels_last)
+                x = x.contiguous(memory_format=layout)
                 emit(variant, precision, batch, timed(partial(step, net, x), batch, args.seconds, warmup=5))
             except Exception as exc:
                 emit(variant, precision, batch, error=one_line(exc))
@@ -833,7 +778,10 @@ def split_detector(report: Report, budget: Budget, args: argparse.Namespace, cac
             self._session = self.runner._session
 
         def infer(self, feed: dict[str, Any]) -> dict[str, Any]:
-            outputs = self.runner.infer(feed)
+            return self.decode(self.runner.infer(feed))
+
+        @staticmethod
+        def decode(outputs: dict[str, np.ndarray]) -> dict[str, Any]:
             boxes, scores = outputs[BOX_ENCODINGS], outputs[CLASS_SCORES]
             found = [decoder(boxes[i], scores[i], threshold) for i in range(len(boxes))]  # type: ignore[misc]
             return {"boxes": np.array([len(f.scores) for f in found])}
@@ -841,15 +789,43 @@ def split_detector(report: Report, budget: Budget, args: argparse.Namespace, cac
         def deactivate(self) -> None:
             self.runner.deactivate()
 
+    class Pipelined(Decoded):
+        """The engine on one batch while a second thread decodes the previous one (the pipeline's split
+        between its inference and output stages); a call returns the previous batch's detections."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self._decoder = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="decode")
+            self._pending: concurrent.futures.Future[dict[str, Any]] | None = None
+
+        def infer(self, feed: dict[str, Any]) -> dict[str, Any]:
+            outputs = self.runner.infer(feed)
+            previous, self._pending = self._pending, self._decoder.submit(self.decode, outputs)
+            return previous.result() if previous is not None else {}
+
+        def deactivate(self) -> None:
+            if self._pending is not None:
+                self._pending.result()
+            self._decoder.shutdown()
+            super().deactivate()
+
     rows: list[tuple[str, Callable[[], Any], Callable[[int], dict[str, Any]]]] = [
         ("CUDA fp32, numpy, I/O binding, engine only", lambda: open_runner(gpu), frames.numpy),
+        ("CUDA fp32, page-locked host, I/O binding, engine only", lambda: open_runner(gpu), frames.pinned),
         ("CUDA fp32, device-resident, I/O binding, engine only", lambda: open_runner(gpu), frames.device),
+        (
+            "CUDA fp32, prefer_nhwc, device-resident, I/O binding, engine only",
+            lambda: open_runner(gpu, cuda={"prefer_nhwc": True}),
+            frames.device,
+        ),
         (
             "CUDA fp32, numpy, CUDA graph, engine only",
             lambda: open_runner(gpu, cuda={"cuda_graph": True}),
             frames.numpy,
         ),
         ("CUDA fp32, numpy, I/O binding, engine + host decode", Decoded, frames.numpy),
+        ("CUDA fp32, page-locked host, engine + host decode pipelined on a second thread", Pipelined, frames.pinned),
+        ("CUDA fp32, numpy, engine + host decode pipelined on a second thread", Pipelined, frames.numpy),
     ]
     for variant, make, feed in rows:
         sweep(report, budget, args, name, variant, make, feed, precision="fp32")
@@ -1022,15 +998,11 @@ def targets(report: Report) -> None:
     floats = report.best(cnn, lambda v: sdk_fp32(v) and "uint8" not in v)
     if floats:
         report.say(f"| (CNN SDK fp32, float input only) | {floats['items_per_s']:,.1f} | | | {where(floats)} |")
-    torch16 = report.best(cnn, lambda v: v.startswith("PyTorch fp16"))
     sdk16 = report.best(cnn, lambda v: v.startswith("x86-nvidia fp16"))
-    ratio = sdk16["items_per_s"] / torch16["items_per_s"] if sdk16 and torch16 else None
-    target("CNN x86-nvidia fp16 / PyTorch fp16", ratio, FP16_TARGET, "x", f"{where(sdk16)} vs {where(torch16)}")
-    whatif = report.best(cnn, lambda v: v.startswith("what-if"))
-    if whatif and torch16:
-        report.say(
-            f"| (what-if fp16 graph / PyTorch fp16) | {whatif['items_per_s'] / torch16['items_per_s']:.2f}x | | | {where(whatif)} |"
-        )
+    for layout in ("channels_last", "NCHW"):
+        torch16 = report.best(cnn, lambda v, layout=layout: v.startswith(f"PyTorch fp16, {layout}"))
+        ratio = sdk16["items_per_s"] / torch16["items_per_s"] if sdk16 and torch16 else None
+        target(f"CNN x86-nvidia fp16 / PyTorch fp16 {layout}", ratio, FP16_TARGET, "x", f"{where(sdk16)} vs {where(torch16)}")  # fmt: skip
     torch32 = report.best(cnn, lambda v: v.startswith("PyTorch fp32"))
     if best32 and torch32:
         report.say(
@@ -1043,7 +1015,7 @@ def targets(report: Report) -> None:
     split = "detector split (decode: sdk)"
     for what, picked in (
         ("engine only", lambda v: v.startswith("CUDA") and v.endswith("engine only")),
-        ("engine + host decode", lambda v: v.endswith("host decode")),
+        ("engine + host decode", lambda v: "host decode" in v),
     ):
         gpu = report.best(split, picked)
         ratio = gpu["items_per_s"] / cpu["items_per_s"] if gpu and cpu else None
@@ -1114,9 +1086,6 @@ def main() -> None:
         if "limits" in args.sections:
             with section(report, "what limits the GPU: the detector on CUDA"):
                 limits(report, budget, args, work, cache, catalog)
-        if "whatif" in args.sections:
-            with section(report, "CNN what-if: fp16 graph on the CUDA EP (not an SDK path)"):
-                cnn_whatif(report, budget, args, work, cache, catalog)
         if "cpu" in args.sections:
             with section(report, "CNN on the CPU EP"):
                 cnn_cpu(report, budget, args, work, cache, catalog)

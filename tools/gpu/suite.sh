@@ -40,6 +40,8 @@ mosquitto_tar=$root/.gpu/mosquitto/mosquitto.tar.xz
 # Missing on the host: with their dependencies, into .gpu/wheels (install_ort.sh puts these in $HOME/site).
 RUNTIME_WHEELS=("paho-mqtt>=2.0" "cryptography>=42" cffi pycparser annotated-types typing-inspection)
 # pydantic and the pydantic-core it pins are added by `prepare`.
+# What the GPU benchmarks read and the host lacks: NVML's Python binding (tools/bench/gpu_pipeline.py).
+BENCH_WHEELS=(nvidia-ml-py)
 # The host has these; the newest small wheels go to .gpu/wheels/fallback in case its versions are too old.
 FALLBACK_WHEELS=("pyyaml>=6.0" "click>=8.1" "rich>=13" markdown-it-py mdurl "filelock>=3.12"
   "prometheus-client>=0.17" "pytest>=8" pluggy iniconfig packaging "pytest-timeout>=2.2" "hypothesis>=6.100"
@@ -56,7 +58,7 @@ prepare_wheels() {
     --platform "manylinux_2_34_$arch" --platform "manylinux_2_28_$arch"
     --platform "manylinux_2_17_$arch" --platform "manylinux2014_$arch" --platform any)
   rm -rf "$wheels" && mkdir -p "$wheels/fallback"
-  "$py" -m pip download -q --no-deps "${plat[@]}" -d "$wheels" "pydantic>=2.5" "${RUNTIME_WHEELS[@]}"
+  "$py" -m pip download -q --no-deps "${plat[@]}" -d "$wheels" "pydantic>=2.5" "${RUNTIME_WHEELS[@]}" "${BENCH_WHEELS[@]}"
   core=$(unzip -p "$wheels"/pydantic-*.whl '*/METADATA' |
     sed -n 's/^Requires-Dist: *\(pydantic[-_]core\) *\([=<>!~][^;]*\).*/\1\2/p' | tr -d ' ')
   "$py" -m pip download -q --no-deps "${plat[@]}" -d "$wheels" "${core:-pydantic-core}"

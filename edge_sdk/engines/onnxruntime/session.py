@@ -13,7 +13,7 @@ from edge_sdk.precision import Precision
 
 from . import providers
 from .library import import_onnxruntime
-from .options import INSTALL_HINTS, ExecutionProvider, OnnxRuntimeOptions
+from .options import INSTALL_HINTS, CudaProvider, ExecutionProvider, OnnxRuntimeOptions
 
 OPTIMIZATION_LEVELS = {"basic": "ORT_ENABLE_BASIC", "extended": "ORT_ENABLE_EXTENDED", "all": "ORT_ENABLE_ALL"}
 
@@ -43,6 +43,18 @@ def provider_list(
         (p.ort_name, p.ort_options(precision, cache_dir))
         for p in options.execution_providers
         if not providers.skip_unloadable(p.ort_name)
+    ]
+
+
+def run_provider_list(
+    options: OnnxRuntimeOptions, precision: Precision, entry_dir: Path
+) -> list[tuple[str, dict[str, Any]]]:
+    """`provider_list` for a session that runs a built engine: with the CUDA provider's run options."""
+    cuda = next((p for p in options.execution_providers if isinstance(p, CudaProvider)), None)
+    extra = cuda.run_options() if cuda is not None else {}
+    return [
+        (name, {**opts, **extra} if name == CudaProvider.ort_name else opts)
+        for name, opts in provider_list(options, precision, entry_dir)
     ]
 
 

@@ -53,7 +53,10 @@ def _capture(source: Source, ring: FrameRing, plan: CapturePlan, link: StageLink
     live = plan.ring.policy == BufferPolicy.LATEST
     skipped = 0
     while link.running():
+        reading = time.perf_counter()
         frame = source.read()
+        # A file or folder works while it reads (decoding); a live source mostly waits for its camera.
+        worked = 0.0 if live else time.perf_counter() - reading
         if source.frames_skipped > skipped:
             ring.count_skipped(source.frames_skipped - skipped)
             skipped = source.frames_skipped
@@ -64,16 +67,16 @@ def _capture(source: Source, ring: FrameRing, plan: CapturePlan, link: StageLink
             index += plan.resume_after + 1
         elif index <= plan.resume_after:
             continue
-        started = time.perf_counter()
-        slot = _slot_for_write(ring, plan, live, link)
+        slot = _slot_for_write(ring, plan, live, link)  # waiting here is back-pressure, not work
         if slot is None:
             continue  # live source and every slot busy (the frame is counted as dropped), or stopping
+        started = time.perf_counter()
         image = frame.image
         height, width = image.shape[:2]
         ring.frame_buffer(slot, height, width)[...] = _fit(image, ring.layout, source.name)
         ring.commit(slot, index, height, width, monotonic())
         reporter.frames += 1
-        reporter.busy += time.perf_counter() - started
+        reporter.busy += worked + time.perf_counter() - started
         reporter.dropped = ring.dropped
         reporter.tick()
 
