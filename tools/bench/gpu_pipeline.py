@@ -325,10 +325,23 @@ def pipeline_config(
         f"postprocess: {{type: ssd, score_threshold: 0.5, labels: [person], decode: {DECODE[variant]}}}\n"
         "sinks: []\n"
         f"runtime: {{inference_workers: {workers}, batch_size: {batch}, batch_timeout_ms: {args.batch_timeout_ms}, "
-        f"ring_slots: {slots}, stats_interval_s: 0.5}}\n",
+        f"ring_slots: {slots}, stats_interval_s: 0.5"
+        + (f", inference_threads: {args.inference_threads}" if args.inference_threads else "")
+        + "}\n",
         encoding="utf-8",
     )
     return load_pipeline(path)
+
+
+def busiest_processes(top: int = 14) -> str:
+    """`ps`'s busiest processes (CPU share since they started, threads), to tell which stage takes the cores."""
+    import subprocess
+
+    done = subprocess.run(
+        ["ps", "-eo", "pid,pcpu,nlwp,rss,args", "--sort=-pcpu"], capture_output=True, text=True, check=False
+    )
+    lines = done.stdout.splitlines()[: top + 1]
+    return "   ps (mid-window):\n" + "\n".join("     " + line[:150] for line in lines)
 
 
 def ring_slots(args: argparse.Namespace) -> int:
@@ -373,6 +386,9 @@ def sdk_pipeline(
         stage_frames.append({stage.name: stage.frames for stage in snapshot.stages})
         for stage in snapshot.stages:
             stage_busy.setdefault(stage.name, []).append(stage.busy)
+        if args.ps and not window.get("ps") and now - window["start"] >= args.seconds / 2:
+            window["ps"] = 1.0
+            print(busiest_processes())
         if now - window["start"] >= args.seconds:
             stop.set()
 
@@ -420,6 +436,8 @@ def environment(report: Report, profile: DeviceProfile, sampler: GpuSampler, arg
         "size": args.size,
         "capture": args.capture,
         "precision": args.precision,
+        "io_binding": profile.engine.io_binding,
+        "inference_threads": args.inference_threads or "default",
     }
     report.data["environment"] = facts
     print("environment: " + ", ".join(f"{k} {v}" for k, v in facts.items()))
@@ -463,6 +481,12 @@ def parse_args() -> argparse.Namespace:
         help="video: every camera decodes an encoded clip (as real cameras do); synthetic: frames rendered per read",
     )
     parser.add_argument("--ring-slots", type=int, default=8)
+    parser.add_argument(
+        "--inference-threads", type=int, default=0, help="runtime.inference_threads (0 = the runtime's default)"
+    )
+    parser.add_argument("--io-binding", choices=("auto", "off"), default="auto", help="the profile's engine io_binding")
+    parser.add_argument("--cache", type=Path, help="engine cache to reuse between runs (default: a throw-away one)")
+    parser.add_argument("--ps", action="store_true", help="print the busiest processes halfway through each phase")
     parser.add_argument("--batch-timeout-ms", type=float, default=2.0)
     parser.add_argument("--sample-ms", type=float, default=50.0, help="NVML sampling period (50-100 ms)")
     parser.add_argument("--device", type=int, default=0, help="GPU index NVML samples")
@@ -481,11 +505,14 @@ def main() -> None:
     budget = Budget(args.total_seconds)
     start_watchdog(report, args.total_seconds + 40)
     profile = ProfileCatalog(REPO / "device_profiles").load(args.profile)
+    if args.io_binding != profile.engine.io_binding:
+        engine = profile.engine.model_copy(update={"io_binding": args.io_binding})
+        profile = profile.model_copy(update={"engine": engine})
     sampler = GpuSampler(args.device, args.sample_ms / 1000)
     environment(report, profile, sampler, args)
     phase_seconds = args.seconds + args.warmup + 12  # + the stages' start-up and drain
     with tempfile.TemporaryDirectory(prefix="edge-sdk-gpu-pipeline-") as scratch:
-        work, cache = Path(scratch), EngineCache(Path(scratch) / "cache")
+        work, cache = Path(scratch), EngineCache(args.cache or Path(scratch) / "cache")
         args.clip = None
         if args.capture == "video":
             try:
@@ -538,6 +565,8 @@ def main() -> None:
                 print(
                     "   stages: " + ", ".join(f"{s['stage']} {s['fps']}/s busy {s['busy']}" for s in result["stages"])
                 )
+                per_frame = ", ".join(f"{k} {v}" for k, v in engine["stage_mean_ms"].items())
+                print(f"   mean ms per frame: {per_frame}; restarts {engine['restarts']}, dropped {engine['dropped']}")
             targets(report, variant, baseline, results)
             report.save()
     sampler.close()
