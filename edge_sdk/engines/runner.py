@@ -42,12 +42,6 @@ class EngineRunner(ABC):
     @abstractmethod
     def outputs(self) -> tuple[TensorMeta, ...]: ...
 
-    def batch_buffer(self, name: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        """An array of `shape` to gather a batch of input `name` in before `infer`. A backend that copies
-        inputs to a device gives page-locked memory, which that copy reads at DMA speed; the array may
-        be reused by the next call, so it is only valid until then."""
-        return np.empty(shape, dtype)
-
     def infer(self, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         expected = {meta.name: meta for meta in self.inputs}
         if set(feed) != set(expected):

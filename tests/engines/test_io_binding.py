@@ -308,57 +308,6 @@ def test_runner_with_a_binding_binds_page_locked_host_inputs(
     assert not host_memory._pinned
 
 
-def test_batch_buffer_with_a_binding_is_page_locked_reused_and_bound(
-    classifier: Path, cpu_session: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Given a runner with a binding (a GPU session's; here on CPU memory) and a stand-in page-locked allocator
-    allocations: list[tuple[int, ...]] = []
-
-    def stand_in(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        allocations.append(shape)
-        return np.empty(shape, dtype)
-
-    monkeypatch.setattr(host_memory, "_ALLOCATORS", [("stand-in", stand_in)])
-    shutil.copy(classifier, tmp_path / OPTIMIZED_MODEL)
-    runner = OnnxRuntimeRunner(tmp_path, OnnxRuntimeOptions.model_validate({"backend": "onnxruntime"}), "fp32")
-    with runner:
-        runner._bound = bound = BoundSession(runner._session, ["logits"], "cpu", 0)
-        # When a batch of 4 is gathered in it, then it is page-locked and the run takes the binding
-        batch = runner.batch_buffer("images", (4, 3, 8, 8), np.dtype(np.float32))
-        np.concatenate([images(2, seed=5), images(2, seed=6)], out=batch)
-        assert host_memory.is_pinned(batch)
-        got = runner.infer({"images": batch})
-        assert bound.signatures == 1
-        # and smaller batches reuse the memory; a larger one replaces it
-        assert runner.batch_buffer("images", (3, 3, 8, 8), np.dtype(np.float32)).ctypes.data == batch.ctypes.data
-        assert runner.batch_buffer("images", (6, 3, 8, 8), np.dtype(np.float32)).shape == (6, 3, 8, 8)
-    assert allocations == [(4, 3, 8, 8), (6, 3, 8, 8)]
-    want = expected(cpu_session, np.concatenate([images(2, seed=5), images(2, seed=6)]))
-    np.testing.assert_allclose(got["logits"], want, rtol=1e-5, atol=1e-5)
-
-
-def test_batch_buffer_without_a_binding_or_an_allocator_is_ordinary_memory(
-    classifier: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    def missing(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        raise ImportError("no CUDA here")
-
-    monkeypatch.setattr(host_memory, "_ALLOCATORS", [("cuda-python", missing)])
-    shutil.copy(classifier, tmp_path / OPTIMIZED_MODEL)
-    runner = OnnxRuntimeRunner(tmp_path, OnnxRuntimeOptions.model_validate({"backend": "onnxruntime"}), "fp32")
-    with runner:
-        # A CPU session never asks for page-locked memory
-        assert not host_memory.is_pinned(runner.batch_buffer("images", (2, 3, 8, 8), np.dtype(np.float32)))
-        # A GPU session on a host without an allocator says so once and goes on with ordinary memory
-        runner._bound = BoundSession(runner._session, ["logits"], "cpu", 0)
-        with caplog.at_level("WARNING"):
-            first = runner.batch_buffer("images", (2, 3, 8, 8), np.dtype(np.float32))
-            runner.batch_buffer("images", (2, 3, 8, 8), np.dtype(np.float32))
-        assert first.shape == (2, 3, 8, 8) and not host_memory.is_pinned(first)
-        warnings = [r.getMessage() for r in caplog.records if "pageable" in r.getMessage()]
-        assert len(warnings) == 1 and "cuda-python is not installed" in warnings[0]
-
-
 def test_runner_when_cpu_engine_gets_a_device_array_says_so_in_one_line(classifier: Path, tmp_path: Path) -> None:
     shutil.copy(classifier, tmp_path / OPTIMIZED_MODEL)
     options = OnnxRuntimeOptions.model_validate({"backend": "onnxruntime"})
@@ -597,16 +546,3 @@ def test_gpu_pinned_host_input_gives_the_same_result(
     with prepared.open() as runner:
         got = runner.infer({"images": pinned})["logits"]
     np.testing.assert_allclose(got, expected(cpu_session, images(4, seed=3)), **TF32_TOLERANCE)
-
-
-@pytest.mark.gpu
-def test_gpu_batch_buffer_is_page_locked_and_gives_the_same_result(
-    catalog: ProfileCatalog, engine_cache: EngineCache, classifier: Path, cpu_session: Any
-) -> None:
-    prepared = prepare_engine(classifier, catalog.load("x86-nvidia"), "fp32", engine_cache)
-    with prepared.open() as runner:
-        batch = runner.batch_buffer("images", (4, 3, 8, 8), np.dtype(np.float32))
-        batch[:] = images(4, seed=7)
-        assert host_memory.is_pinned(batch), "a GPU engine's batches are gathered in page-locked memory"
-        got = runner.infer({"images": batch})["logits"]
-    np.testing.assert_allclose(got, expected(cpu_session, images(4, seed=7)), **TF32_TOLERANCE)

@@ -20,7 +20,8 @@ case "${1:-}" in
       --total-seconds 330 2>&1 | tee "$OUT/gpu_throughput.log"
     ;;
   c)
-    python3 tools/bench/gpu_pipeline.py --seconds 8 --warmup 2 --layouts 4x8,8x8 --total-seconds 300 2>&1 |
+    mkdir -p "$HOME/stage" && cp .gpu/ort/c5/* "$HOME/stage/" && bash tools/gpu/install_ort.sh || exit 1
+    python3 tools/bench/gpu_pipeline.py --seconds 8 --warmup 2 --layouts 4x8,6x8 --total-seconds 300 2>&1 |
       tee "$OUT/gpu_pipeline.log"
     timeout 200 bash tools/gpu/verify.sh
     ;;

@@ -9,20 +9,13 @@ from typing import Any, Literal
 
 import numpy as np
 
-from edge_sdk.errors import (
-    BackendUnavailableError,
-    EdgeSDKError,
-    EngineBuildError,
-    InferenceError,
-    ModelError,
-    first_line,
-)
+from edge_sdk.errors import EdgeSDKError, EngineBuildError, InferenceError, ModelError, first_line
 from edge_sdk.precision import Precision
 
 from ..runner import EngineRunner
 from ..tensor_meta import TensorMeta
 from .builder import OPTIMIZED_MODEL
-from .host_memory import is_pinned, pinned_empty
+from .host_memory import is_pinned
 from .io_binding import (
     BoundSession,
     DeviceArray,
@@ -40,9 +33,6 @@ log = logging.getLogger(__name__)
 
 Feeding = Literal["session.run", "io_binding", "cuda_graph"]
 
-MAX_BATCH_BUFFERS = 4
-"""Page-locked batch buffers a runner keeps (one per input and frame shape); the least recently used goes."""
-
 # ONNX Runtime names element types like ONNX does ("tensor(float)"); numpy names differ for a few.
 _ORT_TYPE_NAMES = {"float": "float32", "double": "float64", "bool": "bool"}
 
@@ -53,8 +43,6 @@ class SessionRunner(EngineRunner):
     def __init__(self) -> None:
         self._session: Any = None
         self._bound: BoundSession | None = None
-        self._batch_buffers: dict[tuple[str, str, tuple[int, ...]], np.ndarray] = {}
-        self._pinned_problem: str | None = None
         self._inputs: tuple[TensorMeta, ...] = ()
         self._outputs: tuple[TensorMeta, ...] = ()
         self._output_names: list[str] = []
@@ -71,7 +59,6 @@ class SessionRunner(EngineRunner):
     def deactivate(self) -> None:
         self._bound = None
         self._session = None
-        self._batch_buffers.clear()
 
     @property
     def inputs(self) -> tuple[TensorMeta, ...]:
@@ -92,27 +79,6 @@ class SessionRunner(EngineRunner):
         if self._bound is None:
             return "session.run"
         return "cuda_graph" if self._bound.cuda_graph else "io_binding"
-
-    def batch_buffer(self, name: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        """Page-locked when the session binds its inputs on a GPU (the copy to the device then runs at DMA
-        speed, and `infer` binds it), one buffer per input and frame shape, grown to the largest batch;
-        ordinary memory on CPU sessions, or when no page-locked allocator is installed (said once)."""
-        if self._bound is None or self._pinned_problem is not None:
-            return super().batch_buffer(name, shape, dtype)
-        key = (name, np.dtype(dtype).str, tuple(shape[1:]))
-        buffer = self._batch_buffers.pop(key, None)
-        if buffer is None or len(buffer) < shape[0]:
-            buffer = None  # freed before the larger one is allocated
-            try:
-                buffer = pinned_empty(shape, dtype)
-            except BackendUnavailableError as exc:
-                self._pinned_problem = str(exc)
-                log.warning("batches go to the GPU from pageable memory: %s", exc)
-                return super().batch_buffer(name, shape, dtype)
-        self._batch_buffers[key] = buffer  # most recent last
-        while len(self._batch_buffers) > MAX_BATCH_BUFFERS:
-            self._batch_buffers.pop(next(iter(self._batch_buffers)))
-        return buffer[: shape[0]]
 
     def infer(self, feed: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Run on numpy arrays or, when `feeding` is not session.run, on inputs already in GPU memory

@@ -129,7 +129,8 @@ class _Batcher:
         preprocessed = time.perf_counter()
         outputs_per_frame: list[dict[str, np.ndarray]] = [{} for _ in batch]
         for positions in groups.values():
-            outputs = self.runner.infer({plan.input_name: self._stack([tensors[p] for p in positions])})
+            stacked = np.concatenate([tensors[p] for p in positions]) if len(positions) > 1 else tensors[positions[0]]
+            outputs = self.runner.infer({plan.input_name: stacked})
             for row, position in enumerate(positions):
                 outputs_per_frame[position] = {name: np.array(value[row]) for name, value in outputs.items()}
         inferred = time.perf_counter()
@@ -149,13 +150,3 @@ class _Batcher:
             # is SENT: if this process or the output stage dies, the runtime gives it back to be redone.
             if rings[index].mark_sent(info.slot, info.seq, plan.owner_id) and not self.results.send(done):
                 rings[index].release(info.slot)
-
-    def _stack(self, tensors: list[np.ndarray]) -> np.ndarray:
-        """One batch of same-shaped tensors, gathered where the runner wants it (page-locked for a GPU)."""
-        if len(tensors) == 1:
-            return tensors[0]
-        first = tensors[0]
-        batch = self.runner.batch_buffer(
-            self.plan.input_name, (sum(len(t) for t in tensors), *first.shape[1:]), first.dtype
-        )
-        return np.concatenate(tensors, out=batch)
