@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# A short lease (after ort.part00-04 are staged): the full detector's 8-camera pipeline at more layouts than
+# h200_run.sh c tries (a larger batch per worker), with its plain loop, in one run. Logs in $OUT.
+set -uo pipefail
+OUT=${OUT:-/tmp/edge-sdk-out}
+mkdir -p "$OUT" "$HOME/stage" && cp .gpu/ort/c5/* "$HOME/stage/"
+bash tools/gpu/install_ort.sh || exit 1
+export PYTHONPATH="$HOME/ortsite:$HOME/site:$PWD"
+python3 tools/bench/gpu_pipeline.py --variants full --layouts "${LAYOUTS:-4x16,3x16,4x8}" --seconds 8 --warmup 2 \
+  --total-seconds 150 2>&1 | grep -v "^skipping Tensorrt" | tee "$OUT/gpu_layouts.log"
