@@ -6,5 +6,5 @@ OUT=${OUT:-/tmp/edge-sdk-out}
 mkdir -p "$OUT" "$HOME/stage" && cp .gpu/ort/c5/* "$HOME/stage/"
 bash tools/gpu/install_ort.sh || exit 1
 export PYTHONPATH="$HOME/ortsite:$HOME/site:$PWD"
-python3 tools/bench/gpu_pipeline.py --variants full --layouts "${LAYOUTS:-4x16,3x16,4x8}" --seconds 8 --warmup 2 \
-  --total-seconds 150 2>&1 | grep -v "^skipping Tensorrt" | tee "$OUT/gpu_layouts.log"
+python3 tools/bench/gpu_pipeline.py --variants "${VARIANTS:-full}" --layouts "${LAYOUTS:-4x16,3x16,4x8}" --seconds 8 --warmup 2 \
+  --ring-slots "${RING_SLOTS:-8}" --skip-baseline --total-seconds 150 2>&1 | grep -v "^skipping Tensorrt" | tee "$OUT/gpu_layouts.log"
