@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A short lease (after ort.part00-04 are staged): the full detector's 8-camera pipeline at more layouts than
-# h200_run.sh c tries (a larger batch per worker), with its plain loop, in one run. Logs in $OUT.
+# h200_run.sh c tries (LAYOUTS, VARIANTS, RING_SLOTS from the environment; no plain loop). Logs in $OUT.
 set -uo pipefail
 OUT=${OUT:-/tmp/edge-sdk-out}
 mkdir -p "$OUT" "$HOME/stage" && cp .gpu/ort/c5/* "$HOME/stage/"
