@@ -15,6 +15,7 @@ Engine memory (weights, activations, arenas) and the small queue messages are no
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,6 +29,8 @@ from .config import PipelineConfig
 from .frame_ring import RingLayout
 
 SHM_DIR = Path("/dev/shm")
+
+log = logging.getLogger(__name__)
 
 MAX_MEMORY_FRACTION = 0.75
 """Share of the host's physical memory that rings and batches together may take: the rest is left to
@@ -156,7 +159,27 @@ def check_pipeline_memory(
     before the first ring is created (see the module docstring)."""
     estimate = estimate_memory(config, frame_sizes, workers=workers, input_bytes=input_bytes)
     check_memory(estimate, host)
+    warn_if_batches_can_hold_the_rings(estimate)
     return estimate
+
+
+def warn_if_batches_can_hold_the_rings(estimate: MemoryEstimate) -> None:
+    """One warning when the inference workers' batches can hold more than half of all ring slots.
+
+    On the H200 (8 sources of 1920x1080, the demo detector on CUDA) such layouts collapsed: 6 workers x 8
+    or 4 x 16 on 8 slots per source ran at 20-33 FPS with the GPU 3% busy, where 4 x 8 ran at 337-351 FPS;
+    with 24 slots per source 6 x 8 and 4 x 16 ran at 410 and 413 FPS (docs/benchmarks.md).
+    """
+    total = estimate.slots * estimate.sources
+    held = estimate.workers * estimate.batch
+    if 2 * held > total:
+        enough = -(-2 * held // estimate.sources)
+        log.warning(
+            "%d inference worker%s x batch %d can hold %d of the %d ring slots (%s); with more than half held, "
+            "throughput collapses: raise runtime.ring_slots to at least %d",
+            estimate.workers, "s" if estimate.workers != 1 else "", estimate.batch, held, total,
+            estimate.describe_rings(), enough,
+        )  # fmt: skip
 
 
 def _size(size: int) -> str:
