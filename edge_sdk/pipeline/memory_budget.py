@@ -176,8 +176,8 @@ def warn_if_batches_can_hold_the_rings(estimate: MemoryEstimate) -> None:
         enough = -(-2 * held // estimate.sources)
         log.warning(
             "%d inference worker%s x batch %d can hold %d of the %d ring slots (%s); with more than half held, "
-            "GPU pipelines have run at a tenth of their rate (docs/benchmarks.md): raise runtime.ring_slots to "
-            "at least %d",
+            "GPU pipelines have run at a tenth of their rate or less (docs/benchmarks.md): raise runtime.ring_slots "
+            "to at least %d",
             estimate.workers, "s" if estimate.workers != 1 else "", estimate.batch, held, total,
             estimate.describe_rings(), enough,
         )  # fmt: skip
