@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# A short lease (after ort.part00-04 are staged): the full detector's 8-camera pipeline at more layouts than
-# h200_run.sh c tries (LAYOUTS, VARIANTS, RING_SLOTS from the environment; SKIP_BASELINE=1 leaves the plain loop out). Logs in $OUT.
+# A short lease (after ort.part00-04 are staged): the full detector's 8-camera pipeline at more layouts
+# than h200_run.sh c tries. LAYOUTS, VARIANTS and RING_SLOTS come from the environment; SKIP_BASELINE=1
+# leaves the plain loop out. Logs in $OUT.
 set -uo pipefail
 OUT=${OUT:-/tmp/edge-sdk-out}
 mkdir -p "$OUT" "$HOME/stage" && cp .gpu/ort/c5/* "$HOME/stage/"
