@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from edge_sdk.core.opencv import import_cv2
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.profiles import DeviceProfile, ProfileCatalog
-from edge_sdk.sources.opencv import import_cv2
 from edge_sdk.sources.synthetic import PanZoomSource
 
 from . import onnx_models

@@ -27,9 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from edge_sdk.engines.model_file import ModelFile
-from edge_sdk.pipeline.preprocess import Preprocessor, PreprocessSpec
-from edge_sdk.sources.opencv import import_cv2
+from edge_sdk.core.model_file import ModelFile
+from edge_sdk.core.opencv import import_cv2
+from edge_sdk.core.preprocess import Preprocessor, PreprocessSpec
 
 REPO = Path(__file__).resolve().parent.parent
 ASTRONAUT = REPO / "tools" / "assets" / "astronaut.jpg"

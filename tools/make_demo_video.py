@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from edge_sdk.sources.opencv import import_cv2
+from edge_sdk.core.opencv import import_cv2
 from edge_sdk.sources.synthetic import PanZoomSource
 
 ASSET = Path(__file__).resolve().parent / "assets" / "astronaut.jpg"

@@ -13,6 +13,7 @@ import numpy as np
 from rich.markup import escape
 from rich.table import Table
 
+from edge_sdk.core.model_file import ModelFile
 from edge_sdk.engines.benchmark import (
     MAX_BENCH_BATCH,
     MAX_DYNAMIC_SIZE,
@@ -26,7 +27,6 @@ from edge_sdk.engines.calibration import Calibration, int8_settings, make_calibr
 from edge_sdk.engines.calibration.setup import TaskKind
 from edge_sdk.engines.engine import PreparedEngine, prepare_engine, verify_cache
 from edge_sdk.engines.equivalence import GateData
-from edge_sdk.engines.model_file import ModelFile
 from edge_sdk.errors import ConfigError, SourceError
 from edge_sdk.graph.options import GraphOptions
 from edge_sdk.pipeline.config import load_pipeline
@@ -268,7 +268,7 @@ def bench(
 
 
 def _read_image(path: Path) -> np.ndarray:
-    from edge_sdk.sources.opencv import import_cv2
+    from edge_sdk.core.opencv import import_cv2
 
     image = import_cv2().imread(str(path))
     if image is None:

@@ -10,7 +10,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from edge_sdk.engines.tensor_meta import TensorMeta
+from edge_sdk.core.tensor_meta import TensorMeta
 from edge_sdk.errors import ConfigError
 from edge_sdk.graph.inspect import ModelSummary, load_model
 from edge_sdk.graph.model_pass import PassReport

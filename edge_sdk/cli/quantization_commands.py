@@ -14,11 +14,11 @@ from rich.table import Table
 from .context import CliContext
 
 if TYPE_CHECKING:
+    from edge_sdk.core.model_file import ModelFile
     from edge_sdk.engines.accuracy import AccuracyReport
     from edge_sdk.engines.calibration import Calibration
     from edge_sdk.engines.calibration.setup import TaskKind
     from edge_sdk.engines.compare import EngineComparison
-    from edge_sdk.engines.model_file import ModelFile
     from edge_sdk.engines.range_check import RangeWarning
     from edge_sdk.engines.sensitivity import SensitivityAnalysis
     from edge_sdk.pipeline.config import PipelineConfig
@@ -187,8 +187,8 @@ def sensitivity(
     The data is split as an int8 build splits it (every k-th sample held out to measure, the rest
     calibrate). Also checks the calibrated activation ranges for saturation and lost precision.
     """
+    from edge_sdk.core.model_file import ModelFile
     from edge_sdk.engines.calibration import SampleSet, int8_settings, open_calibration_data, task_spec
-    from edge_sdk.engines.model_file import ModelFile
     from edge_sdk.engines.sensitivity import analyse_sensitivity
 
     pipeline = _load_pipeline(pipeline_path)

@@ -202,7 +202,7 @@ def _detection(
 ) -> AccuracyReport:
     """Boxes kept by the decoder in one engine, matched against the other's decoded a little more leniently
     (`score_margin` under the threshold), so a score that merely crosses the threshold is not a lost box."""
-    from edge_sdk.pipeline.geometry import InputGeometry
+    from edge_sdk.core.geometry import InputGeometry
     from edge_sdk.postprocess import build_postprocessor
     from edge_sdk.results import FrameMeta
 

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from edge_sdk.core.model_file import ModelFile
 from edge_sdk.precision import Precision
 
-from .model_file import ModelFile
 from .runner import EngineRunner
 
 if TYPE_CHECKING:

@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 
+from edge_sdk.core.tensor_meta import TensorMeta
 from edge_sdk.errors import ConfigError
 
 from .runner import EngineRunner
-from .tensor_meta import TensorMeta
 
 MAX_BENCH_BATCH = 1024
 """Largest batch size a benchmark runs (the pipeline's runtime.batch_size has the same bound)."""
@@ -133,7 +133,7 @@ def make_input(
 
 
 def _image_batch(image: np.ndarray, shape: list[int], dtype: np.dtype[Any]) -> np.ndarray:
-    from edge_sdk.sources.opencv import import_cv2
+    from edge_sdk.core.opencv import import_cv2
 
     nchw = shape[1] == 3 and shape[3] != 3
     height, width = (shape[2], shape[3]) if nchw else (shape[1], shape[2])

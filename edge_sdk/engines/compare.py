@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from edge_sdk.core.model_file import ModelFile
+from edge_sdk.core.tensor_meta import select_input
 from edge_sdk.errors import ConfigError, EngineBuildError, ModelError
 from edge_sdk.precision import PRECISIONS, Precision
 from edge_sdk.profiles import DeviceProfile, ProfileCatalog
@@ -25,16 +27,14 @@ from edge_sdk.profiles import DeviceProfile, ProfileCatalog
 from .accuracy import AccuracyGate, AccuracyReport, compare_outputs, run_samples
 from .cache import CacheEntry, EngineCache
 from .calibration import Calibration, SampleSet, open_calibration_data, task_spec
-from .model_file import ModelFile
 from .onnxruntime.library import import_onnxruntime
 from .onnxruntime.runner import SessionRunner
 from .registry import get_backend
 from .runner import EngineRunner
-from .tensor_meta import select_input
 
 if TYPE_CHECKING:
+    from edge_sdk.core.preprocess import PreprocessSpec
     from edge_sdk.graph.options import GraphOptions
-    from edge_sdk.pipeline.preprocess import PreprocessSpec
     from edge_sdk.postprocess import AnyPostprocessSpec
 
     from .calibration.setup import TaskKind

@@ -10,6 +10,8 @@ from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from edge_sdk.core.model_file import ModelFile
+from edge_sdk.core.tensor_meta import TensorMeta
 from edge_sdk.errors import ConfigError, EngineBuildError
 from edge_sdk.precision import Precision
 from edge_sdk.profiles import DeviceProfile, HostFacts, HostProbe
@@ -18,10 +20,8 @@ from .accuracy import AccuracyGate
 from .cache import CacheEntry, EngineCache, EngineKey, EntryReport
 from .equivalence import GateData, GateFrames, GateVerdict, check_equivalence
 from .equivalence_settings import EquivalenceSettings
-from .model_file import ModelFile
 from .registry import BACKENDS, get_backend
 from .runner import EngineRunner
-from .tensor_meta import TensorMeta
 
 if TYPE_CHECKING:
     from edge_sdk.graph.options import GraphOptions

@@ -16,16 +16,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from edge_sdk.core.model_file import ModelFile
+from edge_sdk.core.tensor_meta import TensorMeta
 from edge_sdk.errors import ConfigError, EngineBuildError, SourceError, first_line
 
 from .accuracy import AccuracyGate, AccuracyReport, compare_outputs, run_samples
 from .calibration.settings import TaskSpec
-from .model_file import ModelFile
 from .runner import EngineRunner
-from .tensor_meta import TensorMeta
 
 if TYPE_CHECKING:
-    from edge_sdk.pipeline.preprocess import PreprocessSpec
+    from edge_sdk.core.preprocess import PreprocessSpec
     from edge_sdk.postprocess import AnyPostprocessSpec
     from edge_sdk.sources.base import Source
 
@@ -67,7 +67,7 @@ def shipped_frames(count: int) -> GateFrames:
 def scene_frames(count: int) -> tuple[np.ndarray, ...]:
     """`count` frames from the shipped image: as it is, then mirrored, zoomed, stretched to 16:9,
     darker, turned, blurred and small, so sizes, layouts and contrast vary."""
-    from edge_sdk.sources.opencv import import_cv2
+    from edge_sdk.core.opencv import import_cv2
 
     cv2 = import_cv2()
     image = cv2.imread(str(SCENE_IMAGE), cv2.IMREAD_COLOR)

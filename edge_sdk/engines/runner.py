@@ -7,9 +7,8 @@ from types import TracebackType
 
 import numpy as np
 
+from edge_sdk.core.tensor_meta import TensorMeta
 from edge_sdk.errors import ModelError
-
-from .tensor_meta import TensorMeta
 
 
 class EngineRunner(ABC):

@@ -9,8 +9,8 @@ from typing import Any
 
 import onnx
 
-from edge_sdk.engines.model_file import ModelFile
-from edge_sdk.engines.tensor_meta import TensorMeta
+from edge_sdk.core.model_file import ModelFile
+from edge_sdk.core.tensor_meta import TensorMeta
 
 from .graph_edit import opset_version, subgraphs
 

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from contextlib import ExitStack
 
+from edge_sdk.core.preprocess import frame_feed
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.errors import SourceError
 from edge_sdk.postprocess import build_postprocessor
@@ -24,7 +25,6 @@ from edge_sdk.status import StatusCallback, StatusEvent, StatusKind, ignore_stat
 from .config import PipelineConfig
 from .metrics import LatencyRecorder, RunSummary
 from .models import open_cascade, prepare_models
-from .preprocess import frame_feed
 
 
 def run_inline(

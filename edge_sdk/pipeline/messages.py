@@ -9,9 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from edge_sdk.core.geometry import InputGeometry
 from edge_sdk.results import FrameMeta
-
-from .geometry import InputGeometry
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from edge_sdk.engines.tensor_meta import TensorMeta
+from edge_sdk.core.geometry import InputGeometry
+from edge_sdk.core.tensor_meta import TensorMeta
 from edge_sdk.errors import ModelError
-from edge_sdk.pipeline.geometry import InputGeometry
 from edge_sdk.results import FrameMeta, Result
 
 

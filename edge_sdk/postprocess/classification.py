@@ -8,7 +8,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from edge_sdk.pipeline.geometry import InputGeometry
+from edge_sdk.core.geometry import InputGeometry
 from edge_sdk.results import Classification, FrameMeta, Result
 
 from .base import Postprocessor, label_for

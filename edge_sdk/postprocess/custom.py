@@ -9,9 +9,9 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from edge_sdk.core.geometry import InputGeometry
 from edge_sdk.errors import ConfigError
 from edge_sdk.import_path import ImportPath, resolve_callable
-from edge_sdk.pipeline.geometry import InputGeometry
 from edge_sdk.results import Detection, FrameMeta, Result
 
 from .base import Postprocessor

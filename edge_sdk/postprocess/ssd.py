@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from edge_sdk.engines.tensor_meta import TensorMeta
+from edge_sdk.core.geometry import InputGeometry
+from edge_sdk.core.tensor_meta import TensorMeta
 from edge_sdk.errors import ConfigError, ModelError
-from edge_sdk.pipeline.geometry import InputGeometry
 from edge_sdk.results import Detection, FrameMeta, Result
 
 from .base import Postprocessor, label_for
@@ -158,7 +158,7 @@ def ssd_decoding(model: Path) -> SsdDecoding:
 def _decoding_of(path: str, _mtime_ns: int, _size: int) -> SsdDecoding:
     import onnx
 
-    from edge_sdk.engines.model_file import read_model_bytes
+    from edge_sdk.core.model_file import read_model_bytes
     from edge_sdk.graph.ssd_head import find_ssd_head
 
     try:

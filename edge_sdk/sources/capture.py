@@ -6,11 +6,11 @@ from abc import abstractmethod
 from types import ModuleType
 from typing import Any
 
+from edge_sdk.core.opencv import import_cv2
 from edge_sdk.errors import SourceError
 from edge_sdk.results import Frame
 
 from .base import Source
-from .opencv import import_cv2
 
 
 class LiveCaptureSource(Source):

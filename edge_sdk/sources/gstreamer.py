@@ -10,10 +10,10 @@ from fractions import Fraction
 from types import ModuleType
 from typing import Any
 
+from edge_sdk.core.opencv import has_gstreamer, import_cv2
 from edge_sdk.errors import PermanentSourceError, SourceConfigError
 
 from .capture import LiveCaptureSource
-from .opencv import has_gstreamer, import_cv2
 
 # A BGR appsink that keeps only the newest frame: a slow consumer must not queue up old ones.
 APPSINK = "appsink drop=true max-buffers=1 sync=false"

@@ -14,10 +14,10 @@ from types import ModuleType
 from typing import Any
 from urllib.parse import SplitResult, parse_qsl, urlsplit, urlunsplit
 
+from edge_sdk.core.opencv import timeout_params
 from edge_sdk.errors import SourceConfigError
 
 from .capture import LiveCaptureSource
-from .opencv import timeout_params
 
 TRANSPORTS = ("tcp", "udp")
 SDK_QUERY_KEYS = ("transport", "open_timeout_ms", "read_timeout_ms")

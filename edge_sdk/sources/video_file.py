@@ -26,12 +26,12 @@ from typing import Any
 
 import numpy as np
 
+from edge_sdk.core.opencv import import_cv2
 from edge_sdk.errors import PermanentSourceError, SourceError
 from edge_sdk.results import Frame
 from edge_sdk.status import StatusCallback, ignore_status
 
 from .base import Source
-from .opencv import import_cv2
 from .skipped_frames import FrameErrorPolicy, SkippedFrames
 
 PROBE_READS = 10

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import yaml
 
+from edge_sdk.core.opencv import import_cv2
 from edge_sdk.pipeline.frame_ring import segments_of
-from edge_sdk.sources.opencv import import_cv2
 
 from .conftest import Run
 

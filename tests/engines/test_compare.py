@@ -166,7 +166,7 @@ def test_compare_engines_when_pipeline_folds_preprocessing_matches_numpy_preproc
     tmp_path: Path, tiny_models: dict[str, Path], setup: CompareSetup
 ) -> None:
     # given a float model whose pipeline scales and normalises frames, and a folder of frames
-    from edge_sdk.sources.opencv import import_cv2
+    from edge_sdk.core.opencv import import_cv2
 
     frames = tmp_path / "frames"
     frames.mkdir()

@@ -9,6 +9,7 @@ import onnx
 import pytest
 from onnx import helper
 
+from edge_sdk.core.preprocess import PreprocessSpec
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.engines.calibration import Int8Settings, SampleSet
 from edge_sdk.engines.engine import GRAPH_DIR, prepare_engine
@@ -17,7 +18,6 @@ from edge_sdk.engines.onnxruntime.quantize import calibrate, prepare_for_quantiz
 from edge_sdk.graph import GraphOptions, optimize_graph
 from edge_sdk.graph import optimize as optimize_module
 from edge_sdk.graph.graph_edit import keep_ir_version
-from edge_sdk.pipeline.preprocess import PreprocessSpec
 from edge_sdk.profiles import DeviceProfile, HostFacts
 from tests import onnx_models
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from edge_sdk.pipeline.geometry import InputGeometry
+from edge_sdk.core.geometry import InputGeometry
 from edge_sdk.pipeline.messages import InferenceDone
 from edge_sdk.pipeline.stages.reorder import Reorder
 from edge_sdk.results import FrameMeta

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edge_sdk.engines.tensor_meta import TensorMeta
+from edge_sdk.core.geometry import InputGeometry
+from edge_sdk.core.tensor_meta import TensorMeta
 from edge_sdk.errors import ModelError
-from edge_sdk.pipeline.geometry import InputGeometry
 from edge_sdk.postprocess import build_postprocessor
 from edge_sdk.postprocess.classification import ClassificationPostprocessor, ClassificationSpec
 from edge_sdk.results import FrameMeta

@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edge_sdk.engines.tensor_meta import TensorMeta
+from edge_sdk.core.geometry import InputGeometry
+from edge_sdk.core.tensor_meta import TensorMeta
 from edge_sdk.errors import ConfigError, ModelError
-from edge_sdk.pipeline.geometry import InputGeometry
 from edge_sdk.postprocess import build_postprocessor
 from edge_sdk.postprocess.ssd import SsdPostprocessor, SsdSpec
 from edge_sdk.results import FrameMeta

@@ -10,6 +10,7 @@ import numpy as np
 import onnx
 import pytest
 
+from edge_sdk.core.opencv import import_cv2
 from edge_sdk.errors import ModelError
 from edge_sdk.graph import ssd_split
 from edge_sdk.graph.ssd_decoding import SsdDecoding
@@ -17,7 +18,6 @@ from edge_sdk.graph.ssd_head import find_ssd_head
 from edge_sdk.graph.ssd_split import SsdSplit
 from edge_sdk.postprocess import ssd_decode
 from edge_sdk.postprocess.ssd_decode import SsdDecoder
-from edge_sdk.sources.opencv import import_cv2
 from edge_sdk.sources.synthetic import PanZoomSource
 
 ort = pytest.importorskip("onnxruntime")

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from pydantic import TypeAdapter
 
-from edge_sdk.engines.tensor_meta import TensorMeta
+from edge_sdk.core.geometry import InputGeometry
+from edge_sdk.core.preprocess import Preprocessor, PreprocessSpec
+from edge_sdk.core.tensor_meta import TensorMeta
 from edge_sdk.errors import ModelError
-from edge_sdk.pipeline.geometry import InputGeometry
-from edge_sdk.pipeline.preprocess import Preprocessor, PreprocessSpec
 from edge_sdk.postprocess import PostprocessSpec, build_postprocessor
 from edge_sdk.postprocess.yolo import YoloPostprocessor, YoloSpec
 from edge_sdk.results import Detection, FrameMeta, Result

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from edge_sdk.core.opencv import import_cv2
 from edge_sdk.errors import SinkError
 from edge_sdk.results import Classification, Detection, FrameMeta, Result
 from edge_sdk.sinks import SinkFanout
@@ -15,7 +16,6 @@ from edge_sdk.sinks.base import Sink
 from edge_sdk.sinks.jsonl import JsonlSink
 from edge_sdk.sinks.stdout import StdoutSink
 from edge_sdk.sinks.video import VideoSink
-from edge_sdk.sources.opencv import import_cv2
 
 WIDTH, HEIGHT = 160, 120
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from edge_sdk.core.opencv import has_gstreamer, import_cv2
 from edge_sdk.errors import ConfigError, SourceError
 from edge_sdk.results import Frame
 from edge_sdk.sources.gstreamer import GStreamerSource, nvargus_pipeline
-from edge_sdk.sources.opencv import has_gstreamer, import_cv2
 from edge_sdk.sources.reconnecting import ReconnectingSource, SourceState, StopSignal
 from edge_sdk.sources.registry import create_source
 from edge_sdk.sources.rtsp import FFMPEG_OPTIONS_ENV, RtspSource, ffmpeg_capture_options, redact_url

@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from edge_sdk.core.opencv import import_cv2
 from edge_sdk.errors import ConfigError, PermanentSourceError, SourceError
 from edge_sdk.results import Frame
 from edge_sdk.sources.base import Source
-from edge_sdk.sources.opencv import import_cv2
 from edge_sdk.sources.reconnecting import ReconnectingSource, SourceState
 from edge_sdk.sources.registry import create_source
 from edge_sdk.sources.rtsp import RtspSource

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from edge_sdk.core.opencv import import_cv2
 from edge_sdk.errors import ConfigError, SourceError
 from edge_sdk.sources.image_folder import ImageFolderSource
-from edge_sdk.sources.opencv import import_cv2
 from edge_sdk.sources.registry import create_source
 from edge_sdk.sources.skipped_frames import FrameErrorPolicy
 from edge_sdk.sources.spec import SourceSpec

@@ -18,9 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from edge_sdk.core.model_file import ModelFile
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.engines.engine import prepare_engine
-from edge_sdk.engines.model_file import ModelFile
 from edge_sdk.pipeline.config import load_pipeline
 from edge_sdk.pipeline.models import pipeline_gate, pipeline_graph, pipeline_input
 from edge_sdk.profiles import ProfileCatalog

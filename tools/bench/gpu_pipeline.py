@@ -187,12 +187,12 @@ def plain_loop(
     import onnx
     import onnxruntime as ort
 
+    from edge_sdk.core.geometry import InputGeometry
+    from edge_sdk.core.opencv import import_cv2
     from edge_sdk.engines.onnxruntime.session import provider_list
     from edge_sdk.graph.ssd_split import SsdSplit
-    from edge_sdk.pipeline.geometry import InputGeometry
     from edge_sdk.postprocess.ssd import SsdPostprocessor, SsdSpec
     from edge_sdk.results import FrameMeta
-    from edge_sdk.sources.opencv import import_cv2
 
     cv2 = import_cv2()
     model = onnx.load(str(MODEL))
@@ -242,7 +242,7 @@ class Camera:
     end; or (--capture synthetic) the SDK's rendered pan-zoom frames."""
 
     def __init__(self, args: argparse.Namespace):
-        from edge_sdk.sources.opencv import import_cv2
+        from edge_sdk.core.opencv import import_cv2
         from edge_sdk.sources.synthetic import PanZoomSource
 
         self.cv2 = import_cv2()
@@ -277,7 +277,7 @@ def camera_clip(args: argparse.Namespace, work: Path) -> Path:
     """The clip every camera plays (--capture video): CLIP_FRAMES of the pan-zoom path at the camera size,
     encoded once as MPEG-4 (mp4v, which every OpenCV video build reads); capture stages then decode
     instead of render, as with real cameras."""
-    from edge_sdk.sources.opencv import import_cv2
+    from edge_sdk.core.opencv import import_cv2
     from edge_sdk.sources.synthetic import PanZoomSource
 
     cv2 = import_cv2()

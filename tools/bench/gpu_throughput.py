@@ -451,9 +451,9 @@ def cnn_inputs(top: int) -> tuple[Inputs, Inputs]:
 
 
 def cnn_gpu(report: Report, budget: Budget, args: argparse.Namespace, work: Path, cache: Any, catalog: Any) -> None:
+    from edge_sdk.core.preprocess import PreprocessSpec
     from edge_sdk.engines.engine import prepare_engine
     from edge_sdk.graph.options import GraphOptions
-    from edge_sdk.pipeline.preprocess import PreprocessSpec
     from tests.onnx_models import resnet18_like
 
     problem = cuda_problem()
@@ -643,8 +643,8 @@ def torch_resnet18(torch: Any) -> Any:
 
 
 def detector_engines(cache: Any, catalog: Any, profile: str, precision: Any) -> Any:
+    from edge_sdk.core.model_file import ModelFile
     from edge_sdk.engines.engine import prepare_engine
-    from edge_sdk.engines.model_file import ModelFile
     from edge_sdk.pipeline.config import load_pipeline
     from edge_sdk.pipeline.models import pipeline_graph
 
@@ -655,8 +655,8 @@ def detector_engines(cache: Any, catalog: Any, profile: str, precision: Any) -> 
 
 @cache
 def detector_frames(top: int) -> Inputs:
+    from edge_sdk.core.opencv import import_cv2
     from edge_sdk.graph.preprocess_folding import FRAME_INPUT
-    from edge_sdk.sources.opencv import import_cv2
 
     cv2 = import_cv2()
     frame = cv2.resize(cv2.imread(str(ASTRONAUT)), FRAME_SIZE)
@@ -730,8 +730,8 @@ def cpu_batches(args: argparse.Namespace) -> list[int]:
 
 def split_detector(report: Report, budget: Budget, args: argparse.Namespace, cache: Any, catalog: Any) -> None:
     """The demo detector as a pipeline with `decode: sdk` builds it: cut after its box head, decoded on the host."""
+    from edge_sdk.core.model_file import ModelFile
     from edge_sdk.engines.engine import prepare_engine
-    from edge_sdk.engines.model_file import ModelFile
     from edge_sdk.pipeline.config import load_pipeline
     from edge_sdk.pipeline.models import pipeline_graph
     from edge_sdk.postprocess.ssd import SsdPostprocessor

@@ -29,14 +29,14 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from edge_sdk.core.model_file import ModelFile  # noqa: E402
+from edge_sdk.core.opencv import import_cv2  # noqa: E402
 from edge_sdk.engines.cache import EngineCache  # noqa: E402
 from edge_sdk.engines.calibration import int8_settings, make_calibration  # noqa: E402
 from edge_sdk.engines.engine import PreparedEngine, prepare_engine  # noqa: E402
-from edge_sdk.engines.model_file import ModelFile  # noqa: E402
 from edge_sdk.pipeline.config import load_pipeline  # noqa: E402
 from edge_sdk.pipeline.models import pipeline_calibration, pipeline_graph  # noqa: E402
 from edge_sdk.profiles import ProfileCatalog  # noqa: E402
-from edge_sdk.sources.opencv import import_cv2  # noqa: E402
 from tests.onnx_models import resnet18_like  # noqa: E402
 
 ASTRONAUT = REPO / "tools" / "assets" / "astronaut.jpg"

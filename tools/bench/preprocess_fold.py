@@ -22,14 +22,14 @@ from pathlib import Path
 
 import numpy as np
 
+from edge_sdk.core.opencv import import_cv2
+from edge_sdk.core.preprocess import Preprocessor, PreprocessSpec
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.engines.engine import prepare_engine
 from edge_sdk.engines.runner import EngineRunner
 from edge_sdk.graph.options import GraphOptions
 from edge_sdk.graph.preprocess_folding import FRAME_INPUT
-from edge_sdk.pipeline.preprocess import Preprocessor, PreprocessSpec
 from edge_sdk.profiles import DeviceProfile, ProfileCatalog
-from edge_sdk.sources.opencv import import_cv2
 
 REPO = Path(__file__).resolve().parents[2]
 DETECTOR = REPO / "models" / "ssdlite_mobilenet_v2_person.onnx"

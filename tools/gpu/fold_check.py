@@ -21,9 +21,9 @@ from onnx import TensorProto, helper
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from edge_sdk.core.opencv import import_cv2  # noqa: E402
+from edge_sdk.core.preprocess import PreprocessSpec  # noqa: E402
 from edge_sdk.graph.preprocess_folding import FRAME_INPUT, PreprocessFolding  # noqa: E402
-from edge_sdk.pipeline.preprocess import PreprocessSpec  # noqa: E402
-from edge_sdk.sources.opencv import import_cv2  # noqa: E402
 
 MODEL = REPO / "models" / "ssdlite_mobilenet_v2_person.onnx"
 ASTRONAUT = REPO / "tools" / "assets" / "astronaut.jpg"

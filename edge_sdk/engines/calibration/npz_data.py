@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
+from edge_sdk.core.tensor_meta import TensorMeta
 from edge_sdk.errors import ConfigError
 
-from ..tensor_meta import TensorMeta
 from .reader import Sample, check_sample, spread
 
 LABELS_KEY = "labels"

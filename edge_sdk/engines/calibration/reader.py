@@ -12,13 +12,12 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
+from edge_sdk.core.model_file import ModelFile
+from edge_sdk.core.tensor_meta import TensorMeta
 from edge_sdk.errors import ConfigError
 
-from ..model_file import ModelFile
-from ..tensor_meta import TensorMeta
-
 if TYPE_CHECKING:
-    from edge_sdk.pipeline.preprocess import PreprocessSpec
+    from edge_sdk.core.preprocess import PreprocessSpec
 
 Sample = dict[str, np.ndarray]
 """One model input feed: input name -> array with a batch axis of one."""

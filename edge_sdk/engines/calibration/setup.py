@@ -7,14 +7,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
+from edge_sdk.core.model_file import ModelFile
 from edge_sdk.errors import ConfigError
 
-from ..model_file import ModelFile
 from .reader import open_calibration_data
 from .settings import Calibration, Int8Settings, TaskSpec
 
 if TYPE_CHECKING:
-    from edge_sdk.pipeline.preprocess import PreprocessSpec
+    from edge_sdk.core.preprocess import PreprocessSpec
     from edge_sdk.postprocess import AnyPostprocessSpec
 
 TaskKind = Literal["classification", "detection", "generic"]

@@ -7,11 +7,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from edge_sdk.core.model_file import ModelFile
 from edge_sdk.errors import ConfigError, EdgeSDKError, EngineBuildError, first_line
 from edge_sdk.precision import Precision
 
 from ..backend import BuildFacts, EngineBuilder
-from ..model_file import ModelFile
 from .library import import_onnxruntime
 from .options import OnnxRuntimeOptions
 from .session import GRAPH_FP16_PROVIDERS, check_providers, open_session, provider_list, session_options

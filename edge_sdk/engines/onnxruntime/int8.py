@@ -15,13 +15,13 @@ from typing import Any
 
 import onnx
 
+from edge_sdk.core.model_file import ModelFile
 from edge_sdk.errors import EdgeSDKError, EngineBuildError
 from edge_sdk.precision import Precision
 
 from ..accuracy import AccuracyGate, AccuracyReport, compare_outputs, run_samples
 from ..calibration.reader import SampleSet
 from ..calibration.settings import Calibration
-from ..model_file import ModelFile
 from ..range_check import range_warnings
 from .options import OnnxRuntimeOptions
 from .quantize import (

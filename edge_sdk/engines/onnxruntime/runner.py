@@ -9,11 +9,11 @@ from typing import Any, Literal
 
 import numpy as np
 
+from edge_sdk.core.tensor_meta import TensorMeta
 from edge_sdk.errors import EdgeSDKError, EngineBuildError, InferenceError, ModelError, first_line
 from edge_sdk.precision import Precision
 
 from ..runner import EngineRunner
-from ..tensor_meta import TensorMeta
 from .builder import OPTIMIZED_MODEL
 from .host_memory import is_pinned
 from .io_binding import (

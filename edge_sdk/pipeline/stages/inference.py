@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from edge_sdk.core.preprocess import FrameFeed, PreprocessSpec, frame_feed
 from edge_sdk.engines.engine import PreparedEngine
 from edge_sdk.results import FrameMeta
 from edge_sdk.sources.spec import BufferPolicy
@@ -15,7 +16,6 @@ from edge_sdk.sources.spec import BufferPolicy
 from ..frame_ring import FrameRing, SlotInfo, monotonic
 from ..message_socket import MessageSender
 from ..messages import InferenceDone
-from ..preprocess import FrameFeed, PreprocessSpec, frame_feed
 from .common import IDLE_SECONDS, Reporter, RingHandle, StageChannels, StageLink, attach_rings, failures_reported
 
 

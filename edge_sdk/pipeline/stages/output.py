@@ -10,8 +10,8 @@ from typing import Any
 
 from edge_sdk.engines.engine import PreparedEngine
 from edge_sdk.engines.runner import EngineRunner
+from edge_sdk.pipeline.cascade import Cascade, CascadeSpec, NoCascade
 from edge_sdk.postprocess import PostprocessSpec, build_postprocessor
-from edge_sdk.postprocess.cascade import Cascade, CascadeSpec, NoCascade
 from edge_sdk.results import Result
 from edge_sdk.sinks import SinkFanout, SinkSpec, create_sink
 from edge_sdk.sources.spec import BufferPolicy

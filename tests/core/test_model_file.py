@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_sdk.engines.model_file import MAX_MODEL_BYTES, ModelFile, read_model_bytes
+from edge_sdk.core.model_file import MAX_MODEL_BYTES, ModelFile, read_model_bytes
 from edge_sdk.errors import ModelError
 
 
