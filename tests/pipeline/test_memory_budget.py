@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -136,8 +137,12 @@ def test_host_memory_when_probed_on_linux_reports_dev_shm_and_ram() -> None:
     host = HostMemory.probe()
     if not Path("/dev/shm").is_dir():
         pytest.skip("no /dev/shm on this host")
-    assert host.shm_free_bytes is not None and host.shm_free_bytes >= 0
+    stats = os.statvfs("/dev/shm")
+    assert host.shm_free_bytes is not None and 0 < host.shm_free_bytes <= stats.f_blocks * stats.f_frsize, (
+        "the free part of /dev/shm: more than nothing, no more than its size"
+    )
     assert host.physical_bytes is not None and host.physical_bytes > 0
+    assert HostMemory.probe(Path("/nonexistent-shm-dir")).shm_free_bytes is None, "unknown, not zero, without one"
 
 
 @pytest.mark.parametrize(

@@ -106,9 +106,11 @@ def test_runtime_when_a_live_source_outpaces_a_slow_sink_drops_old_frames_and_st
     # then
     frames = [r["frame"] for r in read_jsonl(tmp_path / "out" / "results.jsonl")]
     assert summary.dropped["live"] > 0, "a slow consumer makes the live source drop frames, and they are counted"
-    assert len(frames) + summary.dropped["live"] >= 140, "every frame is either delivered or counted as dropped"
+    assert len(frames) + summary.dropped["live"] == 150, "every frame is either delivered or counted as dropped"
     assert frames == sorted(set(frames)), "results never go back in time"
-    assert summary.latency_p99_ms < 1000, "dropping keeps results close to the camera (memory stays bounded)"
+    # The sink keeps up with about a third of the camera; dropping the oldest waiting frame keeps
+    # making room for new ones, so the results stay with the camera to its last frames.
+    assert frames[-1] >= 135, f"the results follow the camera to its end (last delivered frame: {frames[-1]})"
 
 
 def test_runtime_when_a_file_feeds_a_slow_sink_applies_back_pressure_and_drops_nothing(
