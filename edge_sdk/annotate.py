@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from edge_sdk.core.opencv import import_cv2
-from edge_sdk.results import Result
+from edge_sdk.core.results import Result
 
 _COLOURS = [(56, 56, 255), (151, 157, 255), (31, 112, 255), (29, 178, 255), (49, 210, 207), (10, 249, 72)]
 

@@ -9,9 +9,9 @@ import shutil
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from edge_sdk.core.errors import BackendUnavailableError, EdgeSDKError
 from edge_sdk.engines.onnxruntime import providers
 from edge_sdk.engines.registry import BACKENDS
-from edge_sdk.errors import BackendUnavailableError, EdgeSDKError
 from edge_sdk.profiles import HostFacts, HostProbe, ProfileCatalog
 
 # (distribution names that provide it, import name, why, install command)

@@ -13,7 +13,9 @@ import numpy as np
 from rich.markup import escape
 from rich.table import Table
 
+from edge_sdk.core.errors import ConfigError, SourceError
 from edge_sdk.core.model_file import ModelFile
+from edge_sdk.core.precision import PRECISIONS, Precision
 from edge_sdk.engines.benchmark import (
     MAX_BENCH_BATCH,
     MAX_DYNAMIC_SIZE,
@@ -27,11 +29,9 @@ from edge_sdk.engines.calibration import Calibration, int8_settings, make_calibr
 from edge_sdk.engines.calibration.setup import TaskKind
 from edge_sdk.engines.engine import PreparedEngine, prepare_engine, verify_cache
 from edge_sdk.engines.equivalence import GateData
-from edge_sdk.errors import ConfigError, SourceError
 from edge_sdk.graph.options import GraphOptions
 from edge_sdk.pipeline.config import load_pipeline
 from edge_sdk.pipeline.models import pipeline_calibration, pipeline_gate, pipeline_graph, pipeline_input
-from edge_sdk.precision import PRECISIONS, Precision
 from edge_sdk.profiles import DeviceProfile
 
 from .context import CliContext

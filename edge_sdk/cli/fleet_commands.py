@@ -23,7 +23,7 @@ from typing import Any
 
 import click
 
-from edge_sdk.errors import ConfigError
+from edge_sdk.core.errors import ConfigError
 from edge_sdk.fleet.broker_file import load_broker_file
 from edge_sdk.fleet.manifest import TargetSelector
 from edge_sdk.fleet.operator import DeviceRecord, FleetOperator

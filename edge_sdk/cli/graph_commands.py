@@ -10,8 +10,8 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from edge_sdk.core.errors import ConfigError
 from edge_sdk.core.tensor_meta import TensorMeta
-from edge_sdk.errors import ConfigError
 from edge_sdk.graph.inspect import ModelSummary, load_model
 from edge_sdk.graph.model_pass import PassReport
 from edge_sdk.graph.optimize import optimize_graph

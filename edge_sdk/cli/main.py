@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from edge_sdk import __version__
-from edge_sdk.errors import EdgeSDKError
+from edge_sdk.core.errors import EdgeSDKError
 
 from .agent_commands import agent
 from .context import CliContext

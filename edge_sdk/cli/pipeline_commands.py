@@ -11,10 +11,10 @@ import click
 from rich.live import Live
 from rich.markup import escape
 
+from edge_sdk.core.status import StatusEvent, StatusKind
 from edge_sdk.pipeline.config import PipelineConfig, load_pipeline
 from edge_sdk.pipeline.metrics import RunSummary
 from edge_sdk.pipeline.run import run_pipeline
-from edge_sdk.status import StatusEvent, StatusKind
 
 from .context import CliContext
 from .stats_view import render_snapshot

@@ -8,8 +8,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from edge_sdk.core.errors import ModelError, first_line
 from edge_sdk.core.tensor_meta import TensorMeta
-from edge_sdk.errors import ModelError, first_line
 
 MAX_MODEL_BYTES = 2 * 1024**3
 """Largest model file the SDK reads: 2 GiB, protobuf's own limit for one ONNX file (larger models keep

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from types import ModuleType
 
-from edge_sdk.errors import BackendUnavailableError
+from edge_sdk.core.errors import BackendUnavailableError
 
 
 def import_cv2() -> ModuleType:

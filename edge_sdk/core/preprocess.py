@@ -13,9 +13,9 @@ from typing import Annotated, Literal, Protocol
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from edge_sdk.core.errors import ModelError
 from edge_sdk.core.geometry import InputGeometry
 from edge_sdk.core.tensor_meta import TensorMeta
-from edge_sdk.errors import ModelError
 
 MAX_INPUT_SIDE = 8192
 """Widest or tallest model input, in pixels: one 8192x8192 float32 frame is already 805 MB."""

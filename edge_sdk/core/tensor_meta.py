@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from edge_sdk.errors import ConfigError
+from edge_sdk.core.errors import ConfigError
 
 Dim = int | str | None
 """A fixed size, a symbolic name (dynamic), or None (unknown)."""

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from edge_sdk.errors import ConfigError
+from edge_sdk.core.errors import ConfigError
 
 from .calibration.settings import Int8Settings, TaskSpec
 
@@ -203,8 +203,8 @@ def _detection(
     """Boxes kept by the decoder in one engine, matched against the other's decoded a little more leniently
     (`score_margin` under the threshold), so a score that merely crosses the threshold is not a lost box."""
     from edge_sdk.core.geometry import InputGeometry
+    from edge_sdk.core.results import FrameMeta
     from edge_sdk.postprocess import build_postprocessor
-    from edge_sdk.results import FrameMeta
 
     assert task.postprocess is not None  # TaskSpec validates this
     spec: Any = task.postprocess

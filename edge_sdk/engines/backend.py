@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from edge_sdk.core.model_file import ModelFile
-from edge_sdk.precision import Precision
+from edge_sdk.core.precision import Precision
 
 from .runner import EngineRunner
 

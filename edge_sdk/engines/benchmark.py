@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from edge_sdk.core.errors import ConfigError
 from edge_sdk.core.tensor_meta import TensorMeta
-from edge_sdk.errors import ConfigError
 
 from .runner import EngineRunner
 

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from edge_sdk.errors import ConfigError, EngineCacheError
+from edge_sdk.core.errors import ConfigError, EngineCacheError
 
 from .cache_lock import KeyLock
 from .cache_manifest import MANIFEST, MANIFEST_FORMAT, manifest_problem, read_manifest

@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 from types import TracebackType
 
-from edge_sdk.errors import EngineCacheError
+from edge_sdk.core.errors import EngineCacheError
 
 _OPEN_FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
 

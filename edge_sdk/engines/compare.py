@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from edge_sdk.core.errors import ConfigError, EngineBuildError, ModelError
 from edge_sdk.core.model_file import ModelFile
+from edge_sdk.core.precision import PRECISIONS, Precision
 from edge_sdk.core.tensor_meta import select_input
-from edge_sdk.errors import ConfigError, EngineBuildError, ModelError
-from edge_sdk.precision import PRECISIONS, Precision
 from edge_sdk.profiles import DeviceProfile, ProfileCatalog
 
 from .accuracy import AccuracyGate, AccuracyReport, compare_outputs, run_samples

@@ -10,10 +10,10 @@ from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from edge_sdk.core.errors import ConfigError, EngineBuildError
 from edge_sdk.core.model_file import ModelFile
+from edge_sdk.core.precision import Precision
 from edge_sdk.core.tensor_meta import TensorMeta
-from edge_sdk.errors import ConfigError, EngineBuildError
-from edge_sdk.precision import Precision
 from edge_sdk.profiles import DeviceProfile, HostFacts, HostProbe
 
 from .accuracy import AccuracyGate

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from edge_sdk.core.errors import ConfigError, EngineBuildError, SourceError, first_line
 from edge_sdk.core.model_file import ModelFile
 from edge_sdk.core.tensor_meta import TensorMeta
-from edge_sdk.errors import ConfigError, EngineBuildError, SourceError, first_line
 
 from .accuracy import AccuracyGate, AccuracyReport, compare_outputs, run_samples
 from .calibration.settings import TaskSpec

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from edge_sdk.errors import EngineBuildError
+from edge_sdk.core.errors import EngineBuildError
 
 from .sensitivity import LayerSensitivity, evaluate_model, rank_layers
 

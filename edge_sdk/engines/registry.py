@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from edge_sdk.errors import ConfigError
+from edge_sdk.core.errors import ConfigError
 
 from .backend import Backend
 from .onnxruntime.builder import OnnxRuntimeBuilder

@@ -7,8 +7,8 @@ from types import TracebackType
 
 import numpy as np
 
+from edge_sdk.core.errors import ModelError
 from edge_sdk.core.tensor_meta import TensorMeta
-from edge_sdk.errors import ModelError
 
 
 class EngineRunner(ABC):

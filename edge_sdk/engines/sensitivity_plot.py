@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from edge_sdk.errors import ConfigError
+from edge_sdk.core.errors import ConfigError
 
 from .sensitivity import LayerSensitivity
 

@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from edge_sdk import __version__
+from edge_sdk.core.errors import ArtifactError, ChunkError, ConfigError, FleetError
+from edge_sdk.core.status import StatusEvent
 from edge_sdk.engines.cache import EngineCache
-from edge_sdk.errors import ArtifactError, ChunkError, ConfigError, FleetError
 from edge_sdk.mqtt import (
     AckTimeoutError,
     ConnectionEvent,
@@ -43,7 +44,6 @@ from edge_sdk.mqtt import (
 from edge_sdk.mqtt.topics import DeviceTopics
 from edge_sdk.profiles import DeviceProfile, ProfileCatalog
 from edge_sdk.sinks.agent import OUTBOX_ENV
-from edge_sdk.status import StatusEvent
 
 from .agent_config import AgentConfig
 from .agent_state import AgentState

@@ -11,9 +11,9 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from edge_sdk.errors import ConfigError
+from edge_sdk.core.errors import ConfigError
+from edge_sdk.core.yaml_model import load_yaml_model
 from edge_sdk.mqtt import MqttSettings
-from edge_sdk.yaml_model import load_yaml_model
 
 from .broker_file import resolve_broker_paths
 from .manifest import IDENTIFIER_PATTERN

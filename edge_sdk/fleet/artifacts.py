@@ -26,7 +26,7 @@ from typing import Any
 
 from filelock import FileLock
 
-from edge_sdk.errors import ArtifactError, ArtifactHashError, ArtifactPathError, ManifestFormatError
+from edge_sdk.core.errors import ArtifactError, ArtifactHashError, ArtifactPathError, ManifestFormatError
 
 from .manifest import DeploymentManifest, decode_manifest
 from .staging import Staging, checked_name, fsync_dir, sha256_file, write_file_atomically

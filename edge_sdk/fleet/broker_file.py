@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from edge_sdk.core.yaml_model import load_yaml_model
 from edge_sdk.mqtt import MqttSettings, SpoolSettings, TlsSettings
-from edge_sdk.yaml_model import load_yaml_model
 
 
 def resolve_broker_paths(settings: MqttSettings, base: Path) -> MqttSettings:

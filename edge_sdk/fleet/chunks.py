@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from edge_sdk.errors import ArtifactHashError, ArtifactPathError, ChunkCorruptError, ChunkError
+from edge_sdk.core.errors import ArtifactHashError, ArtifactPathError, ChunkCorruptError, ChunkError
 
 from .manifest import MAX_CHUNK_SIZE, MAX_NAME_LENGTH, Artifact, InlineSource, safe_artifact_name
 from .staging import checked_name, sha256_file

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from edge_sdk.errors import ConfigError, FleetError
+from edge_sdk.core.errors import ConfigError, FleetError
 
 from .manifest import IDENTIFIER_PATTERN
 from .pipelines import PipelineStartError

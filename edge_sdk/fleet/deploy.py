@@ -23,8 +23,7 @@ from typing import Any, Literal
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from edge_sdk.engines.cache import EngineCache
-from edge_sdk.errors import (
+from edge_sdk.core.errors import (
     ArtifactError,
     ArtifactHashError,
     ChunkError,
@@ -32,6 +31,7 @@ from edge_sdk.errors import (
     ManifestError,
     ManifestRollbackError,
 )
+from edge_sdk.engines.cache import EngineCache
 from edge_sdk.profiles import DeviceProfile
 
 from .artifacts import ArtifactStore

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
+from edge_sdk.core.errors import FleetError
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.engines.engine import prepare_engine
-from edge_sdk.errors import FleetError
 from edge_sdk.profiles import DeviceProfile
 
 from .artifacts import ArtifactStore

@@ -28,7 +28,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from edge_sdk.errors import ManifestFormatError, ManifestTooLargeError
+from edge_sdk.core.errors import ManifestFormatError, ManifestTooLargeError
 
 MANIFEST_FORMAT: Final = 1
 DEFAULT_MAX_MANIFEST_BYTES = 256 * 1024

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from edge_sdk.errors import ChunkSendError, CommandTimeoutError
+from edge_sdk.core.errors import ChunkSendError, CommandTimeoutError
 from edge_sdk.mqtt import AckTimeoutError, Message, MqttClient
 from edge_sdk.mqtt.topics import DeviceTopics
 

@@ -19,10 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from edge_sdk.core.errors import ArtifactError, FleetError
+from edge_sdk.core.status import StatusEvent, StatusKind
 from edge_sdk.engines.cache import EngineCache
-from edge_sdk.errors import ArtifactError, FleetError
 from edge_sdk.profiles import DeviceProfile
-from edge_sdk.status import StatusEvent, StatusKind
 
 from .artifacts import ArtifactStore
 

@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from edge_sdk.errors import ChunkSendError, CommandTimeoutError, EdgeSDKError
+from edge_sdk.core.errors import ChunkSendError, CommandTimeoutError, EdgeSDKError
 from edge_sdk.mqtt import AckTimeoutError, MqttError
 
 from .manifest import TargetSelector

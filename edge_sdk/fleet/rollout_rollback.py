@@ -21,7 +21,7 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from edge_sdk.errors import CommandTimeoutError, EdgeSDKError
+from edge_sdk.core.errors import CommandTimeoutError, EdgeSDKError
 from edge_sdk.mqtt import MqttError
 
 from .manifest import DeploymentManifest, TargetSelector

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from edge_sdk.errors import RolloutNotFoundError
+from edge_sdk.core.errors import RolloutNotFoundError
 
 from .manifest import TargetSelector
 from .protocol import Presence, ProtocolError, decode_presence, encode_message

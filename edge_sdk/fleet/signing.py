@@ -24,7 +24,7 @@ from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from edge_sdk.errors import (
+from edge_sdk.core.errors import (
     ManifestExpiredError,
     ManifestFormatError,
     ManifestSignatureError,

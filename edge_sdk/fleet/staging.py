@@ -16,7 +16,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO
 
-from edge_sdk.errors import ArtifactError, ArtifactHashError, ArtifactPathError
+from edge_sdk.core.errors import ArtifactError, ArtifactHashError, ArtifactPathError
 
 from .manifest import Artifact, DeploymentManifest, safe_artifact_name
 

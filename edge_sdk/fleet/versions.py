@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from edge_sdk.errors import ManifestDowngradeError, ManifestReplayError, ManifestRollbackError
+from edge_sdk.core.errors import ManifestDowngradeError, ManifestReplayError, ManifestRollbackError
 
 from .manifest import DeploymentManifest
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import onnx
 
-from edge_sdk.errors import ModelError
+from edge_sdk.core.errors import ModelError
 
 from .graph_edit import copy_model, producers
 from .shape_inference import infer_shapes

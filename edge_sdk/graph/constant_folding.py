@@ -9,7 +9,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from edge_sdk.errors import BackendUnavailableError
+from edge_sdk.core.errors import BackendUnavailableError
 
 from .graph_edit import constant_values, copy_model, node_count, opset_version, prune, subgraphs
 from .shape_inference import infer_shapes

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import onnx
 
-from edge_sdk.errors import ConfigError, EngineBuildError, ModelError, first_line
+from edge_sdk.core.errors import ConfigError, EngineBuildError, ModelError, first_line
 
 from .batch_size import BatchSize
 from .batchnorm_folding import BatchNormFolding

@@ -7,8 +7,8 @@ import json
 from dataclasses import dataclass
 from typing import Literal
 
+from edge_sdk.core.errors import ConfigError
 from edge_sdk.core.preprocess import PreprocessSpec
-from edge_sdk.errors import ConfigError
 
 GRAPH_PASSES_VERSION = 2
 """Bump when any pass changes the graph it writes, so cached engines built by the old passes rebuild."""

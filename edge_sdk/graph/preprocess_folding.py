@@ -31,9 +31,9 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from edge_sdk.core.errors import ModelError
 from edge_sdk.core.preprocess import PreprocessSpec, check_input_fits
 from edge_sdk.core.tensor_meta import TensorMeta
-from edge_sdk.errors import ModelError
 
 FRAME_INPUT = "frame"
 """Name of the folded model's input: raw BGR uint8 NHWC frames."""

@@ -6,7 +6,7 @@ import logging
 
 import onnx
 
-from edge_sdk.errors import ModelError, first_line
+from edge_sdk.core.errors import ModelError, first_line
 
 from .graph_edit import copy_model
 

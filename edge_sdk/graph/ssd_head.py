@@ -22,7 +22,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from edge_sdk.errors import ModelError
+from edge_sdk.core.errors import ModelError
 
 from .graph_edit import constant_values, subgraphs
 from .ssd_decoding import SsdDecoding

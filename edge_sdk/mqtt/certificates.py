@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from edge_sdk.errors import ConfigError
+from edge_sdk.core.errors import ConfigError
 
 from .topics import check_identity
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from edge_sdk.errors import ConfigError
+from edge_sdk.core.errors import ConfigError
 
 from .settings import MqttSettings
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from edge_sdk.errors import BrokerError
+from edge_sdk.core.errors import BrokerError
 
 
 class MqttError(BrokerError):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from edge_sdk.errors import ConfigError
+from edge_sdk.core.errors import ConfigError
 
 ROOT = "edge"
 MAX_IDENTITY_LENGTH = 128

@@ -11,13 +11,13 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from edge_sdk.core.precision import Precision
 from edge_sdk.core.preprocess import PreprocessSpec
+from edge_sdk.core.yaml_model import load_yaml_model
 from edge_sdk.pipeline.cascade import CascadeSpec
 from edge_sdk.postprocess import PostprocessSpec
-from edge_sdk.precision import Precision
 from edge_sdk.sinks import SinkSpec
 from edge_sdk.sources.spec import SourceSpec
-from edge_sdk.yaml_model import load_yaml_model
 
 
 class CalibrationSpec(BaseModel):

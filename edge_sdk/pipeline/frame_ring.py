@@ -24,7 +24,7 @@ from multiprocessing import shared_memory
 
 import numpy as np
 
-from edge_sdk.errors import EdgeSDKError
+from edge_sdk.core.errors import EdgeSDKError
 
 from .process_lock import ProcessLock
 from .shared_segments import SHM_DIR, remove_stale_segments, segment_name, segments_of

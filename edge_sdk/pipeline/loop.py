@@ -10,17 +10,17 @@ import time
 from collections.abc import Callable
 from contextlib import ExitStack
 
+from edge_sdk.core.errors import SourceError
 from edge_sdk.core.preprocess import frame_feed
+from edge_sdk.core.results import Result
+from edge_sdk.core.status import StatusCallback, StatusEvent, StatusKind, ignore_status
 from edge_sdk.engines.cache import EngineCache
-from edge_sdk.errors import SourceError
 from edge_sdk.postprocess import build_postprocessor
 from edge_sdk.profiles import DeviceProfile
-from edge_sdk.results import Result
 from edge_sdk.sinks import SinkFanout, create_sink
 from edge_sdk.sources.base import Source
 from edge_sdk.sources.registry import create_source
 from edge_sdk.sources.skipped_frames import report
-from edge_sdk.status import StatusCallback, StatusEvent, StatusKind, ignore_status
 
 from .config import PipelineConfig
 from .metrics import LatencyRecorder, RunSummary

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edge_sdk.errors import ConfigError
+from edge_sdk.core.errors import ConfigError
 
 from .config import PipelineConfig
 from .frame_ring import RingLayout

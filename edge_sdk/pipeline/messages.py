@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from edge_sdk.core.geometry import InputGeometry
-from edge_sdk.results import FrameMeta
+from edge_sdk.core.results import FrameMeta
 
 
 @dataclass(frozen=True)

@@ -7,13 +7,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from edge_sdk.core.errors import ConfigError, SourceError
 from edge_sdk.core.model_file import ModelFile
 from edge_sdk.core.preprocess import Preprocessor, PreprocessSpec
 from edge_sdk.core.tensor_meta import TensorMeta, select_input
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.engines.engine import PreparedEngine, prepare_engine
 from edge_sdk.engines.equivalence import GateData, GateFrames, shipped_frames, source_frames
-from edge_sdk.errors import ConfigError, SourceError
 from edge_sdk.pipeline.cascade import Cascade, NoCascade
 from edge_sdk.postprocess import build_postprocessor
 from edge_sdk.postprocess.classification import ClassificationPostprocessor

@@ -6,7 +6,7 @@ import errno
 import socket
 from typing import Any
 
-from edge_sdk.errors import BackendUnavailableError, ConfigError
+from edge_sdk.core.errors import BackendUnavailableError, ConfigError
 
 from .snapshot import RuntimeSnapshot
 

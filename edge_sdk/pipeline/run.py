@@ -5,10 +5,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+from edge_sdk.core.status import StatusCallback, ignore_status
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.profiles import DeviceProfile
 from edge_sdk.sinks import check_sinks
-from edge_sdk.status import StatusCallback, ignore_status
 
 from .config import PipelineConfig
 from .loop import run_inline

@@ -19,12 +19,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from edge_sdk.core.errors import EdgeSDKError, SourceError
+from edge_sdk.core.status import StatusCallback, StatusEvent, StatusKind, ignore_status
 from edge_sdk.engines.cache import EngineCache
-from edge_sdk.errors import EdgeSDKError, SourceError
 from edge_sdk.profiles import DeviceProfile
 from edge_sdk.sources.registry import create_source
 from edge_sdk.sources.spec import BufferPolicy, SourceSpec
-from edge_sdk.status import StatusCallback, StatusEvent, StatusKind, ignore_status
 
 from .config import PipelineConfig
 from .control import RunControl

@@ -7,10 +7,10 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from edge_sdk.core.errors import ModelError
 from edge_sdk.core.geometry import InputGeometry
+from edge_sdk.core.results import FrameMeta, Result
 from edge_sdk.core.tensor_meta import TensorMeta
-from edge_sdk.errors import ModelError
-from edge_sdk.results import FrameMeta, Result
 
 
 class Postprocessor(ABC):

@@ -9,7 +9,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from edge_sdk.core.geometry import InputGeometry
-from edge_sdk.results import Classification, FrameMeta, Result
+from edge_sdk.core.results import Classification, FrameMeta, Result
 
 from .base import Postprocessor, label_for
 

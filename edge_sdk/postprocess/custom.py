@@ -9,10 +9,10 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from edge_sdk.core.errors import ConfigError
 from edge_sdk.core.geometry import InputGeometry
-from edge_sdk.errors import ConfigError
-from edge_sdk.import_path import ImportPath, resolve_callable
-from edge_sdk.results import Detection, FrameMeta, Result
+from edge_sdk.core.import_path import ImportPath, resolve_callable
+from edge_sdk.core.results import Detection, FrameMeta, Result
 
 from .base import Postprocessor
 

@@ -14,8 +14,8 @@ from types import ModuleType
 
 import numpy as np
 
+from edge_sdk.core.errors import BackendUnavailableError
 from edge_sdk.core.opencv import import_cv2
-from edge_sdk.errors import BackendUnavailableError
 
 log = logging.getLogger(__name__)
 

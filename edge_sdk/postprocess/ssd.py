@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from edge_sdk.core.errors import ConfigError, ModelError
 from edge_sdk.core.geometry import InputGeometry
+from edge_sdk.core.results import Detection, FrameMeta, Result
 from edge_sdk.core.tensor_meta import TensorMeta
-from edge_sdk.errors import ConfigError, ModelError
-from edge_sdk.results import Detection, FrameMeta, Result
 
 from .base import Postprocessor, label_for
 from .ssd_decode import BOX_ENCODINGS, CLASS_SCORES, SsdDecoder

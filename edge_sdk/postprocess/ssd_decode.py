@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from edge_sdk.errors import ModelError
+from edge_sdk.core.errors import ModelError
 
 from .nms import nms
 

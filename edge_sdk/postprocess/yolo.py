@@ -15,10 +15,10 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from edge_sdk.core.errors import ModelError
 from edge_sdk.core.geometry import InputGeometry
+from edge_sdk.core.results import Detection, FrameMeta, Result
 from edge_sdk.core.tensor_meta import TensorMeta
-from edge_sdk.errors import ModelError
-from edge_sdk.results import Detection, FrameMeta, Result
 
 from .base import Postprocessor, label_for
 from .nms import nms

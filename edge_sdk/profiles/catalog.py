@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from edge_sdk.errors import ConfigError
-from edge_sdk.yaml_model import load_yaml_model
+from edge_sdk.core.errors import ConfigError
+from edge_sdk.core.yaml_model import load_yaml_model
 
 from .host import HostFacts, HostProbe
 from .model import DeviceProfile

@@ -8,10 +8,10 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from edge_sdk.core.precision import Precision
 from edge_sdk.engines.calibration.settings import Int8Settings
 from edge_sdk.engines.equivalence_settings import EquivalenceSettings
 from edge_sdk.engines.onnxruntime.options import OnnxRuntimeOptions
-from edge_sdk.precision import Precision
 
 from .host import HostFacts
 

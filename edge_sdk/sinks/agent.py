@@ -27,8 +27,8 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from edge_sdk.errors import SinkError
-from edge_sdk.results import Result
+from edge_sdk.core.errors import SinkError
+from edge_sdk.core.results import Result
 
 from .base import Sink
 

@@ -6,7 +6,7 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
-from edge_sdk.results import Result
+from edge_sdk.core.results import Result
 
 
 class Sink(ABC):

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from edge_sdk.results import Result
+from edge_sdk.core.results import Result
 
 from .base import Sink
 

@@ -22,7 +22,8 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from edge_sdk.errors import ConfigError, SinkError
+from edge_sdk.core.errors import ConfigError, SinkError
+from edge_sdk.core.results import Result
 from edge_sdk.mqtt import (
     BrokerUnreachableError,
     ConnectionState,
@@ -32,7 +33,6 @@ from edge_sdk.mqtt import (
     NotConnectedError,
     QueueFullError,
 )
-from edge_sdk.results import Result
 
 from .base import Sink
 

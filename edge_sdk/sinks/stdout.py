@@ -8,7 +8,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from edge_sdk.results import Result
+from edge_sdk.core.results import Result
 
 from .base import Sink
 

@@ -9,9 +9,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from edge_sdk.annotate import draw_result
+from edge_sdk.core.errors import SinkError
 from edge_sdk.core.opencv import import_cv2
-from edge_sdk.errors import SinkError
-from edge_sdk.results import Result
+from edge_sdk.core.results import Result
 
 from .base import Sink
 

@@ -9,7 +9,7 @@ from types import TracebackType
 
 import numpy as np
 
-from edge_sdk.results import Frame, FrameMeta
+from edge_sdk.core.results import Frame, FrameMeta
 
 
 class Source(ABC):

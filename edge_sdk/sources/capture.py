@@ -6,9 +6,9 @@ from abc import abstractmethod
 from types import ModuleType
 from typing import Any
 
+from edge_sdk.core.errors import SourceError
 from edge_sdk.core.opencv import import_cv2
-from edge_sdk.errors import SourceError
-from edge_sdk.results import Frame
+from edge_sdk.core.results import Frame
 
 from .base import Source
 

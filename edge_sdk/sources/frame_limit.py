@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from edge_sdk.results import Frame
+from edge_sdk.core.results import Frame
 
 from .base import Source
 

@@ -10,8 +10,8 @@ from fractions import Fraction
 from types import ModuleType
 from typing import Any
 
+from edge_sdk.core.errors import PermanentSourceError, SourceConfigError
 from edge_sdk.core.opencv import has_gstreamer, import_cv2
-from edge_sdk.errors import PermanentSourceError, SourceConfigError
 
 from .capture import LiveCaptureSource
 

@@ -7,7 +7,7 @@ States and what moves between them:
     STREAMING --inner read returns None (a genuine end, e.g. a finite synthetic camera)--> ENDED
     any state --open or read raises a SourceError that is not `retryable`--> FAILED (at once)
 
-Events (edge_sdk.status), all with data `state`:
+Events (edge_sdk.core.status), all with data `state`:
 - SOURCE_CONNECTED with the first frame ever (data: attempts it took);
 - SOURCE_LOST when a source that delivered frames breaks (data: error);
 - SOURCE_RECONNECTING before each wait (data: attempt, delay_s, error);
@@ -29,9 +29,9 @@ import threading
 from enum import Enum
 from typing import Any, Protocol
 
-from edge_sdk.errors import PermanentSourceError, SourceError
-from edge_sdk.results import Frame
-from edge_sdk.status import StatusCallback, StatusEvent, StatusKind, ignore_status
+from edge_sdk.core.errors import PermanentSourceError, SourceError
+from edge_sdk.core.results import Frame
+from edge_sdk.core.status import StatusCallback, StatusEvent, StatusKind, ignore_status
 
 from .backoff import BackoffPolicy
 from .base import Source

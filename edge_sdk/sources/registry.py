@@ -7,8 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-from edge_sdk.errors import SourceConfigError
-from edge_sdk.status import StatusCallback, ignore_status
+from edge_sdk.core.errors import SourceConfigError
+from edge_sdk.core.status import StatusCallback, ignore_status
 
 from .base import Source
 from .frame_limit import FrameLimit

@@ -14,8 +14,8 @@ from types import ModuleType
 from typing import Any
 from urllib.parse import SplitResult, parse_qsl, urlsplit, urlunsplit
 
+from edge_sdk.core.errors import SourceConfigError
 from edge_sdk.core.opencv import timeout_params
-from edge_sdk.errors import SourceConfigError
 
 from .capture import LiveCaptureSource
 

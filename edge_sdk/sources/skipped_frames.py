@@ -12,8 +12,8 @@ import logging
 from enum import Enum
 from typing import Any
 
-from edge_sdk.errors import PermanentSourceError
-from edge_sdk.status import StatusCallback, StatusEvent, StatusKind, ignore_status
+from edge_sdk.core.errors import PermanentSourceError
+from edge_sdk.core.status import StatusCallback, StatusEvent, StatusKind, ignore_status
 
 log = logging.getLogger(__name__)
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
+from edge_sdk.core.errors import PermanentSourceError
 from edge_sdk.core.opencv import import_cv2
-from edge_sdk.errors import PermanentSourceError
-from edge_sdk.results import Frame
+from edge_sdk.core.results import Frame
 
 from .base import Source
 

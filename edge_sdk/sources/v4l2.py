@@ -7,7 +7,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from edge_sdk.errors import PermanentSourceError, SourceError
+from edge_sdk.core.errors import PermanentSourceError, SourceError
 
 from .capture import LiveCaptureSource
 

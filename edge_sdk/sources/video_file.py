@@ -26,10 +26,10 @@ from typing import Any
 
 import numpy as np
 
+from edge_sdk.core.errors import PermanentSourceError, SourceError
 from edge_sdk.core.opencv import import_cv2
-from edge_sdk.errors import PermanentSourceError, SourceError
-from edge_sdk.results import Frame
-from edge_sdk.status import StatusCallback, ignore_status
+from edge_sdk.core.results import Frame
+from edge_sdk.core.status import StatusCallback, ignore_status
 
 from .base import Source
 from .skipped_frames import FrameErrorPolicy, SkippedFrames

@@ -128,7 +128,7 @@ def test_run_when_a_signal_during_start_up_comes_back_as_an_import_error_still_e
     # given a start-up in which Ctrl-C lands inside a C extension's import, which (as numpy's and
     # onnxruntime's do) replaces the signal's exception with its own ImportError
     from edge_sdk.cli import pipeline_commands
-    from edge_sdk.errors import BackendUnavailableError
+    from edge_sdk.core.errors import BackendUnavailableError
 
     def start_that_converts_the_signal(*_args: object, **_kwargs: object) -> None:
         try:

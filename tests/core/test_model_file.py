@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from edge_sdk.core.errors import ModelError
 from edge_sdk.core.model_file import MAX_MODEL_BYTES, ModelFile, read_model_bytes
-from edge_sdk.errors import ModelError
 
 
 def load_error(path: Path) -> str:

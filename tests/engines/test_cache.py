@@ -21,11 +21,11 @@ import onnx
 import onnxruntime
 import pytest
 
+from edge_sdk.core.errors import ConfigError, EdgeSDKError, EngineCacheError
 from edge_sdk.engines.cache import EngineCache, EngineKey
 from edge_sdk.engines.cache_lock import KeyLock
 from edge_sdk.engines.engine import PreparedEngine, prepare_engine, verify_cache
 from edge_sdk.engines.onnxruntime.builder import OnnxRuntimeBuilder
-from edge_sdk.errors import ConfigError, EdgeSDKError, EngineCacheError
 from edge_sdk.graph.options import GraphOptions
 from edge_sdk.profiles import DeviceProfile, HostFacts
 

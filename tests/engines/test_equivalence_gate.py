@@ -14,11 +14,11 @@ import pytest
 import yaml
 from onnx import TensorProto, helper, numpy_helper
 
+from edge_sdk.core.errors import ConfigError, EngineBuildError
 from edge_sdk.core.model_file import ModelFile
 from edge_sdk.engines import engine as engine_module
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.engines.engine import prepare_engine
-from edge_sdk.errors import ConfigError, EngineBuildError
 from edge_sdk.graph.preprocess_folding import FRAME_INPUT
 from edge_sdk.pipeline.config import load_pipeline
 from edge_sdk.pipeline.models import pipeline_graph, prepare_models

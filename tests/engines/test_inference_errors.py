@@ -11,9 +11,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
+from edge_sdk.core.errors import InferenceError
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.engines.engine import prepare_engine
-from edge_sdk.errors import InferenceError
 from edge_sdk.profiles import DeviceProfile, ProfileCatalog
 
 from ..onnx_models import make_model

@@ -20,6 +20,7 @@ import numpy as np
 import onnxruntime
 import pytest
 
+from edge_sdk.core.errors import BackendUnavailableError, ConfigError, EngineBuildError, ModelError
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.engines.engine import prepare_engine
 from edge_sdk.engines.onnxruntime import host_memory, io_binding
@@ -35,7 +36,6 @@ from edge_sdk.engines.onnxruntime.io_binding import (
 from edge_sdk.engines.onnxruntime.options import OnnxRuntimeOptions
 from edge_sdk.engines.onnxruntime.runner import OnnxRuntimeRunner
 from edge_sdk.engines.onnxruntime.session import provider_list, run_provider_list
-from edge_sdk.errors import BackendUnavailableError, ConfigError, EngineBuildError, ModelError
 from edge_sdk.profiles import DeviceProfile, ProfileCatalog
 
 from ..onnx_models import float_classifier

@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from edge_sdk.core.errors import EngineBuildError
 from edge_sdk.engines.accuracy import AccuracyGate, AccuracyReport, run_samples
 from edge_sdk.engines.calibration import Int8Settings, SampleSet, TaskSpec
 from edge_sdk.engines.mixed_precision import search_mixed_precision
 from edge_sdk.engines.onnxruntime.quantize import TensorRanges, calibrate, prepare_for_quantization
 from edge_sdk.engines.sensitivity import LayerSensitivity, cpu_session, evaluate_model
-from edge_sdk.errors import EngineBuildError
 
 from .int8_models import SENSITIVE_NODE, labelled_samples, outlier_cnn
 

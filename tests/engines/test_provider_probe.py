@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from edge_sdk.core.errors import BackendUnavailableError
 from edge_sdk.engines.onnxruntime import providers
 from edge_sdk.engines.onnxruntime.providers import (
     describe_load_error,
@@ -17,7 +18,6 @@ from edge_sdk.engines.onnxruntime.providers import (
     provider_load_problem,
 )
 from edge_sdk.engines.onnxruntime.session import check_providers, provider_list
-from edge_sdk.errors import BackendUnavailableError
 from edge_sdk.profiles import ProfileCatalog
 
 from .fake_capi import MISSING_DEPENDENCY, build_fake_capi, compile_library

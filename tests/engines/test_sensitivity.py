@@ -9,6 +9,7 @@ import numpy as np
 import onnx
 import pytest
 
+from edge_sdk.core.errors import ConfigError
 from edge_sdk.engines.calibration import Int8Settings, SampleSet, TaskSpec
 from edge_sdk.engines.sensitivity import (
     LayerSensitivity,
@@ -19,7 +20,6 @@ from edge_sdk.engines.sensitivity import (
     standalone_nodes,
 )
 from edge_sdk.engines.sensitivity_plot import plot_sensitivity
-from edge_sdk.errors import ConfigError
 from tests.conftest import REPO_ROOT
 
 from .int8_models import HARMLESS_NODES, SENSITIVE_NODE, SPIKED_TENSOR, labelled_samples, outlier_cnn

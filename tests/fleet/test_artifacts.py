@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_sdk.errors import ArtifactError, ArtifactHashError, ArtifactPathError
+from edge_sdk.core.errors import ArtifactError, ArtifactHashError, ArtifactPathError
 from edge_sdk.fleet.artifacts import ArtifactStore
 from edge_sdk.fleet.manifest import Artifact, DeploymentManifest
 

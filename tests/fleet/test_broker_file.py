@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from edge_sdk.errors import ConfigError
+from edge_sdk.core.errors import ConfigError
 from edge_sdk.fleet import load_broker_file
 from edge_sdk.fleet.agent_config import load_agent_config
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edge_sdk.errors import ArtifactHashError, ArtifactPathError, ChunkCorruptError, ChunkError
+from edge_sdk.core.errors import ArtifactHashError, ArtifactPathError, ChunkCorruptError, ChunkError
 from edge_sdk.fleet.artifacts import ArtifactStore
 from edge_sdk.fleet.chunks import (
     MAX_CHUNK_MESSAGE_BYTES,

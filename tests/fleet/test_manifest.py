@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from edge_sdk.errors import ManifestFormatError, ManifestTooLargeError
+from edge_sdk.core.errors import ManifestFormatError, ManifestTooLargeError
 from edge_sdk.fleet.manifest import (
     DeploymentManifest,
     DeviceIdentity,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_sdk.errors import CommandTimeoutError
+from edge_sdk.core.errors import CommandTimeoutError
 from edge_sdk.fleet.operator import FleetOperator
 from edge_sdk.fleet.protocol import decode_desired
 from edge_sdk.mqtt import MqttClient

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edge_sdk.errors import FleetError
+from edge_sdk.core.errors import FleetError
 from edge_sdk.fleet.protocol import (
     MAX_COMMAND_BYTES,
     Command,

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from edge_sdk.errors import ManifestReplayError, ManifestTargetError
+from edge_sdk.core.errors import ManifestReplayError, ManifestTargetError
 from edge_sdk.fleet.manifest import DeviceIdentity
 from edge_sdk.fleet.operator import DeviceRecord, manifest_of
 from edge_sdk.fleet.protocol import ErrorInfo, Presence, Response

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_sdk.errors import RolloutNotFoundError
+from edge_sdk.core.errors import RolloutNotFoundError
 from edge_sdk.fleet.manifest import TargetSelector
 from edge_sdk.fleet.rollout_store import (
     Outcome,

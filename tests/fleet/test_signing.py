@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edge_sdk.errors import (
+from edge_sdk.core.errors import (
     ManifestDowngradeError,
     ManifestError,
     ManifestExpiredError,

@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 import pytest
 
-from edge_sdk.errors import ModelError
+from edge_sdk.core.errors import ModelError
 from edge_sdk.graph import BatchSize
 from tests.onnx_models import fixed_batch_reshape_classifier, resnet18_like
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_sdk.errors import ModelError
+from edge_sdk.core.errors import ModelError
 from edge_sdk.graph.inspect import describe_model
 from tests.cli.test_cli import assert_one_line_error, edge_sdk
 from tests.conftest import REPO_ROOT

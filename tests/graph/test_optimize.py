@@ -6,8 +6,8 @@ import numpy as np
 import onnx
 import pytest
 
+from edge_sdk.core.errors import ConfigError, ModelError
 from edge_sdk.core.preprocess import PreprocessSpec
-from edge_sdk.errors import ConfigError, ModelError
 from edge_sdk.graph import GraphOptions, optimize_graph
 
 from .helpers import assert_same_outputs, images, ops, run

@@ -19,10 +19,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from edge_sdk.core.errors import ModelError
 from edge_sdk.core.model_file import ModelFile
 from edge_sdk.core.opencv import import_cv2
 from edge_sdk.core.preprocess import Preprocessor, PreprocessSpec
-from edge_sdk.errors import ModelError
 from edge_sdk.graph.preprocess_folding import FRAME_INPUT, PreprocessFolding
 from tests import onnx_models
 

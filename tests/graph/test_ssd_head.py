@@ -7,7 +7,7 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from edge_sdk.errors import ModelError
+from edge_sdk.core.errors import ModelError
 from edge_sdk.graph.ssd_head import find_ssd_head, is_ssd_graph
 
 

@@ -10,7 +10,7 @@ import yaml
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
-from edge_sdk.errors import ConfigError
+from edge_sdk.core.errors import ConfigError
 from edge_sdk.mqtt import MqttSettings
 from edge_sdk.mqtt.certificates import CertificateAuthority
 from edge_sdk.mqtt.topics import DeviceTopics, check_identity

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_sdk.errors import BrokerError
+from edge_sdk.core.errors import BrokerError
 from edge_sdk.mqtt import (
     ConnectionEvent,
     ConnectionState,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from edge_sdk.errors import ConfigError
+from edge_sdk.core.errors import ConfigError
 from edge_sdk.mqtt import MqttClient, MqttSettings, ReconnectPolicy, TlsSettings
 from edge_sdk.mqtt.credentials import read_password
 from edge_sdk.mqtt.tls import ssl_context_from

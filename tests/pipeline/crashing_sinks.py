@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edge_sdk.results import Result
+from edge_sdk.core.results import Result
 
 CRASH_MARKER_ENV = "EDGE_SDK_TEST_CRASH_MARKER"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_sdk.errors import ConfigError
+from edge_sdk.core.errors import ConfigError
 from edge_sdk.pipeline.config import load_pipeline
 from edge_sdk.sinks.jsonl import JsonlSinkSpec
 from edge_sdk.sinks.stdout import StdoutSinkSpec

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_sdk.errors import ConfigError
+from edge_sdk.core.errors import ConfigError
 from edge_sdk.pipeline.config import load_pipeline, source_display_name
 from edge_sdk.sources.registry import create_source
 from edge_sdk.sources.spec import SourceSpec

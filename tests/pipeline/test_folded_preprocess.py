@@ -15,16 +15,16 @@ import numpy as np
 import pytest
 import yaml
 
+from edge_sdk.core.errors import ModelError
 from edge_sdk.core.preprocess import Preprocessor, PreprocessSpec, frame_feed
+from edge_sdk.core.results import Result
 from edge_sdk.core.tensor_meta import TensorMeta
 from edge_sdk.engines.cache import EngineCache
-from edge_sdk.errors import ModelError
 from edge_sdk.pipeline.config import PipelineConfig, load_pipeline
 from edge_sdk.pipeline.loop import run_inline
 from edge_sdk.pipeline.models import prepare_models
 from edge_sdk.pipeline.run import run_pipeline
 from edge_sdk.profiles import DeviceProfile
-from edge_sdk.results import Result
 
 from ..conftest import ASTRONAUT
 

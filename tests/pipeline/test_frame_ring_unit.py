@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from edge_sdk.errors import EdgeSDKError
+from edge_sdk.core.errors import EdgeSDKError
 from edge_sdk.pipeline.frame_ring import FrameRing, RingLayout, SlotInfo, SlotState
 from edge_sdk.pipeline.shared_segments import SHM_DIR, new_run_token, segments_of
 

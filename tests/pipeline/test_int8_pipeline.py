@@ -8,13 +8,13 @@ from typing import Any
 import pytest
 import yaml
 
+from edge_sdk.core.errors import ConfigError
+from edge_sdk.core.results import Result
 from edge_sdk.engines.cache import EngineCache
-from edge_sdk.errors import ConfigError
 from edge_sdk.pipeline.config import PipelineConfig, load_pipeline
 from edge_sdk.pipeline.loop import run_inline
 from edge_sdk.pipeline.models import prepare_models
 from edge_sdk.profiles import DeviceProfile
-from edge_sdk.results import Result
 
 
 def classifier_pipeline(folder: Path, model: Path, video: Path, **model_fields: Any) -> PipelineConfig:

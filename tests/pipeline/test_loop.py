@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 import yaml
 
+from edge_sdk.core.errors import ConfigError, ModelError
 from edge_sdk.core.opencv import import_cv2
 from edge_sdk.core.preprocess import Preprocessor, PreprocessSpec
+from edge_sdk.core.results import Result
 from edge_sdk.core.tensor_meta import TensorMeta
 from edge_sdk.engines.cache import EngineCache
-from edge_sdk.errors import ConfigError, ModelError
 from edge_sdk.pipeline.config import PipelineConfig, load_pipeline
 from edge_sdk.pipeline.loop import run_inline
 from edge_sdk.profiles import DeviceProfile
-from edge_sdk.results import Result
 
 VIDEO_FRAMES = 24
 DETECTOR_POSTPROCESS = {"type": "ssd", "score_threshold": 0.5, "labels": ["person"]}

@@ -7,12 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from edge_sdk.core.errors import SourceError
 from edge_sdk.core.opencv import import_cv2
+from edge_sdk.core.status import StatusEvent, StatusKind
 from edge_sdk.engines.cache import EngineCache
-from edge_sdk.errors import SourceError
 from edge_sdk.pipeline.loop import run_inline
 from edge_sdk.profiles import DeviceProfile
-from edge_sdk.status import StatusEvent, StatusKind
 
 from .test_loop import pipeline_file, read_jsonl
 

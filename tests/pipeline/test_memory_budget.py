@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from edge_sdk.errors import ConfigError
+from edge_sdk.core.errors import ConfigError
 from edge_sdk.pipeline.config import PipelineConfig
 from edge_sdk.pipeline.frame_ring import RingLayout
 from edge_sdk.pipeline.memory_budget import (

@@ -11,13 +11,13 @@ import pytest
 
 from edge_sdk.core.model_file import ModelFile
 from edge_sdk.core.preprocess import frame_feed
+from edge_sdk.core.results import FrameMeta
 from edge_sdk.core.tensor_meta import TensorMeta
 from edge_sdk.graph.optimize import optimize_graph
 from edge_sdk.graph.options import GraphOptions
 from edge_sdk.pipeline.config import load_pipeline
 from edge_sdk.pipeline.models import pipeline_graph
 from edge_sdk.postprocess import build_postprocessor
-from edge_sdk.results import FrameMeta
 from edge_sdk.sources.synthetic import PanZoomSource
 
 ort = pytest.importorskip("onnxruntime")

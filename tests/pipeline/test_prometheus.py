@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from edge_sdk.errors import ConfigError
+from edge_sdk.core.errors import ConfigError
 from edge_sdk.pipeline.prometheus import PrometheusExporter, listen_error
 
 pytest.importorskip("prometheus_client")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from edge_sdk.core.geometry import InputGeometry
+from edge_sdk.core.results import FrameMeta
 from edge_sdk.pipeline.messages import InferenceDone
 from edge_sdk.pipeline.stages.reorder import Reorder
-from edge_sdk.results import FrameMeta
 from edge_sdk.sources.spec import BufferPolicy
 
 

@@ -7,12 +7,12 @@ import threading
 import time
 from pathlib import Path
 
+from edge_sdk.core.status import StatusEvent, StatusKind
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.pipeline.config import load_pipeline
 from edge_sdk.pipeline.metrics import RunSummary
 from edge_sdk.pipeline.run import run_pipeline
 from edge_sdk.profiles import DeviceProfile
-from edge_sdk.status import StatusEvent, StatusKind
 
 from ..sources.conftest import rtsp_server  # noqa: F401 - the fixture, shared with the source tests
 from ..sources.rtsp_server import RtspServer

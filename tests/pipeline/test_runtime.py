@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 
+from edge_sdk.core.errors import EdgeSDKError
 from edge_sdk.core.opencv import import_cv2
+from edge_sdk.core.status import StatusEvent, StatusKind
 from edge_sdk.engines.cache import EngineCache
-from edge_sdk.errors import EdgeSDKError
 from edge_sdk.pipeline.config import PipelineConfig, load_pipeline
 from edge_sdk.pipeline.frame_ring import remove_stale_segments, segments_of
 from edge_sdk.pipeline.run import run_pipeline
 from edge_sdk.pipeline.snapshot import RuntimeSnapshot
 from edge_sdk.profiles import DeviceProfile, ProfileCatalog
-from edge_sdk.status import StatusEvent, StatusKind
 
 from ..conftest import ASTRONAUT
 from .crashing_sinks import CRASH_MARKER_ENV

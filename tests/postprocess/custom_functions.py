@@ -7,7 +7,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from edge_sdk.core.geometry import InputGeometry
-from edge_sdk.results import Classification, Detection, FrameMeta, Result
+from edge_sdk.core.results import Classification, Detection, FrameMeta, Result
 
 NOT_A_FUNCTION = 42
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from edge_sdk.core.errors import ModelError
 from edge_sdk.core.geometry import InputGeometry
+from edge_sdk.core.results import FrameMeta
 from edge_sdk.core.tensor_meta import TensorMeta
-from edge_sdk.errors import ModelError
 from edge_sdk.postprocess import build_postprocessor
 from edge_sdk.postprocess.classification import ClassificationPostprocessor, ClassificationSpec
-from edge_sdk.results import FrameMeta
 
 FRAME = FrameMeta(source="cam", index=0, timestamp=0.0, width=64, height=48)
 GEOMETRY = InputGeometry.identity(FRAME.width, FRAME.height)

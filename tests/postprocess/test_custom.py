@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
+from edge_sdk.core.errors import ConfigError, ModelError
 from edge_sdk.core.geometry import InputGeometry
+from edge_sdk.core.results import Detection, FrameMeta, Result
 from edge_sdk.core.tensor_meta import TensorMeta
-from edge_sdk.errors import ConfigError, ModelError
 from edge_sdk.postprocess import PostprocessSpec, build_postprocessor
 from edge_sdk.postprocess.custom import CallablePostprocessor, CallableSpec
-from edge_sdk.results import Detection, FrameMeta, Result
 
 from . import custom_functions
 

@@ -7,12 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from edge_sdk.core.errors import ConfigError, ModelError
 from edge_sdk.core.geometry import InputGeometry
+from edge_sdk.core.results import FrameMeta
 from edge_sdk.core.tensor_meta import TensorMeta
-from edge_sdk.errors import ConfigError, ModelError
 from edge_sdk.postprocess import build_postprocessor
 from edge_sdk.postprocess.ssd import SsdPostprocessor, SsdSpec
-from edge_sdk.results import FrameMeta
 from tests import onnx_models
 
 FRAME = FrameMeta(source="cam", index=7, timestamp=0.0, width=200, height=100)

@@ -10,8 +10,8 @@ import numpy as np
 import onnx
 import pytest
 
+from edge_sdk.core.errors import ModelError
 from edge_sdk.core.opencv import import_cv2
-from edge_sdk.errors import ModelError
 from edge_sdk.graph import ssd_split
 from edge_sdk.graph.ssd_decoding import SsdDecoding
 from edge_sdk.graph.ssd_head import find_ssd_head

@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from pydantic import TypeAdapter
 
+from edge_sdk.core.errors import ModelError
 from edge_sdk.core.geometry import InputGeometry
 from edge_sdk.core.preprocess import Preprocessor, PreprocessSpec
+from edge_sdk.core.results import Detection, FrameMeta, Result
 from edge_sdk.core.tensor_meta import TensorMeta
-from edge_sdk.errors import ModelError
 from edge_sdk.postprocess import PostprocessSpec, build_postprocessor
 from edge_sdk.postprocess.yolo import YoloPostprocessor, YoloSpec
-from edge_sdk.results import Detection, FrameMeta, Result
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "yolo" / "nudenet_320n_astronaut.npz"
 FRAME = FrameMeta(source="cam", index=3, timestamp=0.0, width=320, height=320)

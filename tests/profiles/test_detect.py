@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_sdk.errors import ConfigError
+from edge_sdk.core.errors import ConfigError
 from edge_sdk.profiles import HostFacts, HostProbe, ProfileCatalog
 
 HostFactsOf = Callable[[str], HostFacts]

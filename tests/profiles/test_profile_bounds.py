@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_sdk.errors import ConfigError
+from edge_sdk.core.errors import ConfigError
 from edge_sdk.profiles import ProfileCatalog
 
 # A valid profile; every bad case below changes exactly one numbered line of it.

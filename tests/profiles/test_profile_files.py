@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_sdk.errors import ConfigError
+from edge_sdk.core.errors import ConfigError
 from edge_sdk.profiles import ProfileCatalog
 
 SHIPPED_PROFILES = Path(__file__).resolve().parents[2] / "device_profiles"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_sdk.errors import SinkError
+from edge_sdk.core.errors import SinkError
 from edge_sdk.sinks.agent import OUTBOX_ENV, AgentSink, Outbox
 from tests.onnx_models import float_classifier
 from tests.sinks.test_sinks import make_image, make_result

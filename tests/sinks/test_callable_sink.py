@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from edge_sdk.errors import ConfigError
-from edge_sdk.results import FrameMeta, Result
+from edge_sdk.core.errors import ConfigError
+from edge_sdk.core.results import FrameMeta, Result
 from edge_sdk.sinks import SinkFanout, create_sink
 from edge_sdk.sinks.callable import CallableSink, CallableSinkSpec
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from edge_sdk.errors import ConfigError, SinkError
+from edge_sdk.core.errors import ConfigError, SinkError
+from edge_sdk.core.results import Detection, FrameMeta, Result
 from edge_sdk.mqtt import ConnectionState, MqttClient, MqttSettings
-from edge_sdk.results import Detection, FrameMeta, Result
 from edge_sdk.sinks import SinkSpec, create_sink
 from edge_sdk.sinks.mqtt import MqttSink, MqttSinkSpec, TopicTemplate
 from tests.broker import BrokerFactory, Inbox, broker_factory_fixture, unique_topic_prefix

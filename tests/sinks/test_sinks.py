@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from edge_sdk.core.errors import SinkError
 from edge_sdk.core.opencv import import_cv2
-from edge_sdk.errors import SinkError
-from edge_sdk.results import Classification, Detection, FrameMeta, Result
+from edge_sdk.core.results import Classification, Detection, FrameMeta, Result
 from edge_sdk.sinks import SinkFanout
 from edge_sdk.sinks.base import Sink
 from edge_sdk.sinks.jsonl import JsonlSink

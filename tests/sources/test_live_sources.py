@@ -15,16 +15,16 @@ from pathlib import Path
 
 import pytest
 
+from edge_sdk.core.errors import ConfigError, SourceError
 from edge_sdk.core.opencv import has_gstreamer, import_cv2
-from edge_sdk.errors import ConfigError, SourceError
-from edge_sdk.results import Frame
+from edge_sdk.core.results import Frame
+from edge_sdk.core.status import StatusEvent, StatusKind
 from edge_sdk.sources.gstreamer import GStreamerSource, nvargus_pipeline
 from edge_sdk.sources.reconnecting import ReconnectingSource, SourceState, StopSignal
 from edge_sdk.sources.registry import create_source
 from edge_sdk.sources.rtsp import FFMPEG_OPTIONS_ENV, RtspSource, ffmpeg_capture_options, redact_url
 from edge_sdk.sources.spec import ReconnectSpec, SourceSpec
 from edge_sdk.sources.v4l2 import V4L2Source
-from edge_sdk.status import StatusEvent, StatusKind
 
 from .rtsp_server import RtspServer, free_tcp_port
 

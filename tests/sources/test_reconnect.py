@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from edge_sdk.errors import SourceError
-from edge_sdk.results import Frame, FrameMeta
+from edge_sdk.core.errors import SourceError
+from edge_sdk.core.results import Frame, FrameMeta
+from edge_sdk.core.status import StatusEvent, StatusKind
 from edge_sdk.sources.backoff import BackoffPolicy
 from edge_sdk.sources.base import Source
 from edge_sdk.sources.image_folder import ImageFolderSource
@@ -25,7 +26,6 @@ from edge_sdk.sources.registry import create_source
 from edge_sdk.sources.spec import BufferPolicy, ReconnectSpec, SourceSpec
 from edge_sdk.sources.synthetic import PanZoomSource
 from edge_sdk.sources.video_file import VideoFileSource
-from edge_sdk.status import StatusEvent, StatusKind
 
 QUICK = BackoffPolicy(initial_delay=0.001, max_delay=0.001, jitter=0.0)
 """Waits too short to notice: these tests are about what happens, not when."""

@@ -14,15 +14,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from edge_sdk.core.errors import ConfigError, PermanentSourceError, SourceError
 from edge_sdk.core.opencv import import_cv2
-from edge_sdk.errors import ConfigError, PermanentSourceError, SourceError
-from edge_sdk.results import Frame
+from edge_sdk.core.results import Frame
+from edge_sdk.core.status import StatusEvent, StatusKind
 from edge_sdk.sources.base import Source
 from edge_sdk.sources.reconnecting import ReconnectingSource, SourceState
 from edge_sdk.sources.registry import create_source
 from edge_sdk.sources.rtsp import RtspSource
 from edge_sdk.sources.spec import ReconnectSpec, SourceSpec
-from edge_sdk.status import StatusEvent, StatusKind
 
 from .rtsp_server import find_ffmpeg
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from edge_sdk.core.errors import ConfigError, SourceError
 from edge_sdk.core.opencv import import_cv2
-from edge_sdk.errors import ConfigError, SourceError
 from edge_sdk.sources.image_folder import ImageFolderSource
 from edge_sdk.sources.registry import create_source
 from edge_sdk.sources.skipped_frames import FrameErrorPolicy

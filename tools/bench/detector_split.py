@@ -43,6 +43,7 @@ sys.path.insert(0, str(REPO))
 
 from edge_sdk.core.opencv import import_cv2  # noqa: E402
 from edge_sdk.core.preprocess import frame_feed  # noqa: E402
+from edge_sdk.core.results import Detection, FrameMeta  # noqa: E402
 from edge_sdk.engines.accuracy import match_boxes  # noqa: E402
 from edge_sdk.engines.cache import EngineCache  # noqa: E402
 from edge_sdk.pipeline.config import PipelineConfig, load_pipeline  # noqa: E402
@@ -50,7 +51,6 @@ from edge_sdk.pipeline.models import PreparedModels, prepare_models  # noqa: E40
 from edge_sdk.pipeline.run import run_pipeline  # noqa: E402
 from edge_sdk.postprocess import Postprocessor, build_postprocessor  # noqa: E402
 from edge_sdk.profiles import ProfileCatalog  # noqa: E402
-from edge_sdk.results import Detection, FrameMeta  # noqa: E402
 
 DEMO = REPO / "pipelines" / "demo.yaml"
 VARIANTS = ("full", "split")

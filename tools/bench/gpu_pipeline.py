@@ -189,10 +189,10 @@ def plain_loop(
 
     from edge_sdk.core.geometry import InputGeometry
     from edge_sdk.core.opencv import import_cv2
+    from edge_sdk.core.results import FrameMeta
     from edge_sdk.engines.onnxruntime.session import provider_list
     from edge_sdk.graph.ssd_split import SsdSplit
     from edge_sdk.postprocess.ssd import SsdPostprocessor, SsdSpec
-    from edge_sdk.results import FrameMeta
 
     cv2 = import_cv2()
     model = onnx.load(str(MODEL))

@@ -121,8 +121,8 @@ def inference_rate(video: Path, workers: int, threads: int, seconds: float = 8.0
 def output_rate(video: Path, out_dir: Path) -> float:
     """Post-process + JSONL + annotated video for one result per frame, standalone."""
     from edge_sdk.core.geometry import InputGeometry
+    from edge_sdk.core.results import FrameMeta
     from edge_sdk.postprocess.ssd import SsdPostprocessor, SsdSpec
-    from edge_sdk.results import FrameMeta
     from edge_sdk.sinks import SinkFanout
     from edge_sdk.sinks.jsonl import JsonlSink
     from edge_sdk.sinks.video import VideoSink

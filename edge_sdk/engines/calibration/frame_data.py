@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from edge_sdk.core.errors import ConfigError, ModelError
 from edge_sdk.core.tensor_meta import TensorMeta, select_input
-from edge_sdk.errors import ConfigError, ModelError
 
 from .reader import Sample, check_sample, spread
 

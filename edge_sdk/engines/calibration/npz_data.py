@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
+from edge_sdk.core.errors import ConfigError
 from edge_sdk.core.tensor_meta import TensorMeta
-from edge_sdk.errors import ConfigError
 
 from .reader import Sample, check_sample, spread
 

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
+from edge_sdk.core.errors import ConfigError
 from edge_sdk.core.model_file import ModelFile
 from edge_sdk.core.tensor_meta import TensorMeta
-from edge_sdk.errors import ConfigError
 
 if TYPE_CHECKING:
     from edge_sdk.core.preprocess import PreprocessSpec

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
+from edge_sdk.core.errors import ConfigError
 from edge_sdk.core.model_file import ModelFile
-from edge_sdk.errors import ConfigError
 
 from .reader import open_calibration_data
 from .settings import Calibration, Int8Settings, TaskSpec

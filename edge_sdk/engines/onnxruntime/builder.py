@@ -7,9 +7,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from edge_sdk.core.errors import ConfigError, EdgeSDKError, EngineBuildError, first_line
 from edge_sdk.core.model_file import ModelFile
-from edge_sdk.errors import ConfigError, EdgeSDKError, EngineBuildError, first_line
-from edge_sdk.precision import Precision
+from edge_sdk.core.precision import Precision
 
 from ..backend import BuildFacts, EngineBuilder
 from .library import import_onnxruntime

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from edge_sdk.errors import BackendUnavailableError, first_line
+from edge_sdk.core.errors import BackendUnavailableError, first_line
 
 INSTALL_HINT = "pip install cuda-python (or CuPy, or PyTorch with CUDA)"
 

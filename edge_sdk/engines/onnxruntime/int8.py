@@ -15,9 +15,9 @@ from typing import Any
 
 import onnx
 
+from edge_sdk.core.errors import EdgeSDKError, EngineBuildError
 from edge_sdk.core.model_file import ModelFile
-from edge_sdk.errors import EdgeSDKError, EngineBuildError
-from edge_sdk.precision import Precision
+from edge_sdk.core.precision import Precision
 
 from ..accuracy import AccuracyGate, AccuracyReport, compare_outputs, run_samples
 from ..calibration.reader import SampleSet

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from edge_sdk.errors import ModelError
+from edge_sdk.core.errors import ModelError
 
 from .library import import_onnxruntime
 from .options import CudaProvider, OnnxRuntimeOptions

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from edge_sdk.errors import BackendUnavailableError
+from edge_sdk.core.errors import BackendUnavailableError
 
 
 def import_onnxruntime() -> ModuleType:

@@ -6,7 +6,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from edge_sdk.precision import Precision
+from edge_sdk.core.precision import Precision
 
 MAX_THREADS = 256
 """Largest thread count an option may ask for (more than any edge box has cores)."""

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from edge_sdk.errors import ConfigError, EngineBuildError, first_line
+from edge_sdk.core.errors import ConfigError, EngineBuildError, first_line
 from edge_sdk.graph.graph_edit import keep_ir_version
 
 from ..calibration.settings import Int8Settings

@@ -9,9 +9,9 @@ from typing import Any, Literal
 
 import numpy as np
 
+from edge_sdk.core.errors import EdgeSDKError, EngineBuildError, InferenceError, ModelError, first_line
+from edge_sdk.core.precision import Precision
 from edge_sdk.core.tensor_meta import TensorMeta
-from edge_sdk.errors import EdgeSDKError, EngineBuildError, InferenceError, ModelError, first_line
-from edge_sdk.precision import Precision
 
 from ..runner import EngineRunner
 from .builder import OPTIMIZED_MODEL

@@ -8,8 +8,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from edge_sdk.errors import BackendUnavailableError, ConfigError
-from edge_sdk.precision import Precision
+from edge_sdk.core.errors import BackendUnavailableError, ConfigError
+from edge_sdk.core.precision import Precision
 
 from . import providers
 from .library import import_onnxruntime

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edge_sdk.errors import PermanentSourceError
+from edge_sdk.core.errors import PermanentSourceError
 from edge_sdk.sources.base import Source
 from edge_sdk.sources.registry import create_source
 from edge_sdk.sources.spec import BufferPolicy, SourceSpec

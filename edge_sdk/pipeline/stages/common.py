@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from edge_sdk.errors import EdgeSDKError
+from edge_sdk.core.errors import EdgeSDKError
 from edge_sdk.sources.spec import BufferPolicy
 
 from ..control import ControlHandle, RunControl

@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 
 from edge_sdk.core.preprocess import FrameFeed, PreprocessSpec, frame_feed
+from edge_sdk.core.results import FrameMeta
 from edge_sdk.engines.engine import PreparedEngine
-from edge_sdk.results import FrameMeta
 from edge_sdk.sources.spec import BufferPolicy
 
 from ..frame_ring import FrameRing, SlotInfo, monotonic

@@ -8,14 +8,14 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from edge_sdk.core.results import Result
+from edge_sdk.core.status import StatusEvent, StatusKind
 from edge_sdk.engines.engine import PreparedEngine
 from edge_sdk.engines.runner import EngineRunner
 from edge_sdk.pipeline.cascade import Cascade, CascadeSpec, NoCascade
 from edge_sdk.postprocess import PostprocessSpec, build_postprocessor
-from edge_sdk.results import Result
 from edge_sdk.sinks import SinkFanout, SinkSpec, create_sink
 from edge_sdk.sources.spec import BufferPolicy
-from edge_sdk.status import StatusEvent, StatusKind
 
 from ..frame_ring import SlotInfo, monotonic
 from ..message_socket import MessageListener

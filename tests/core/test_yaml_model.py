@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from edge_sdk import yaml_model
-from edge_sdk.errors import ConfigError
+from edge_sdk.core import yaml_model
+from edge_sdk.core.errors import ConfigError
+from edge_sdk.core.yaml_model import MAX_YAML_BYTES, parse_yaml, read_yaml_text
 from edge_sdk.pipeline.config import load_pipeline
-from edge_sdk.yaml_model import MAX_YAML_BYTES, parse_yaml, read_yaml_text
 
 EDGE_SDK = str(Path(sys.executable).with_name("edge-sdk"))
 # The CLI maps about 200 MiB at start; an alias bomb expanded by the old loader passed 2.8 GB.

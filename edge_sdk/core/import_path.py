@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator
 
-from edge_sdk.errors import ConfigError
+from edge_sdk.core.errors import ConfigError
 
 
 def _check_import_path(value: str) -> str:
