@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 DEMO_VIDEO := build/demo/demo.mp4
 
-.PHONY: demo test lint format typecheck bench system-deps schemas clean
+.PHONY: demo test test-fast lint format typecheck bench system-deps schemas clean
 
 # The stamps re-run pip whenever pyproject.toml changes.
 $(VENV)/.runtime: pyproject.toml
@@ -53,6 +53,10 @@ typecheck: $(VENV)/.test
 
 test: $(VENV)/.test system-deps lint
 	$(BIN)/python -m pytest
+
+# The edit loop: no brokers, RTSP servers, multi-process pipelines or subprocesses (markers broker, slow).
+test-fast: $(VENV)/.test
+	$(BIN)/python -m pytest -q -m "not broker and not slow"
 
 # Figures for docs/benchmarks.md; each script prints what it measured.
 bench: $(VENV)/.test $(DEMO_VIDEO)

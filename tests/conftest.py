@@ -81,8 +81,14 @@ HARDWARE_MARKERS = {
 }
 
 
+SERVER_FIXTURES = frozenset({"start_broker", "rtsp_server"})
+"""Fixtures that start a private Mosquitto or RTSP server: a test that uses one, directly or through another
+fixture, is marked `broker`, which the fast lane (make test-fast) leaves out."""
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip hardware tests, with the reason, where the provider they need is absent or cannot load."""
+    """Mark tests that start servers `broker`; skip hardware tests, with the reason, where the provider they
+    need is absent or cannot load."""
     from edge_sdk.engines.onnxruntime.providers import provider_load_problem
 
     try:
@@ -100,6 +106,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         else:
             reasons[marker] = None
     for item in items:
+        if SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.broker)
         for marker, skip_reason in reasons.items():
             if skip_reason and item.get_closest_marker(marker):
                 item.add_marker(pytest.mark.skip(reason=skip_reason))

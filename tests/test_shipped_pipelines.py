@@ -17,6 +17,8 @@ from edge_sdk.profiles import DeviceProfile
 
 from .conftest import REPO_ROOT
 
+pytestmark = pytest.mark.slow  # multi-process runs or subprocesses: not in make test-fast
+
 PIPELINES = sorted((REPO_ROOT / "pipelines").glob("*.yaml"))
 
 

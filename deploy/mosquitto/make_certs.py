@@ -17,7 +17,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from edge_sdk.errors import ConfigError
+from edge_sdk.core.errors import ConfigError
 from edge_sdk.mqtt.certificates import CertificateAuthority
 from edge_sdk.mqtt.topics import check_identity
 

@@ -13,6 +13,8 @@ import pytest
 
 from tests.conftest import REPO_ROOT
 
+pytestmark = pytest.mark.slow  # multi-process runs or subprocesses: not in make test-fast
+
 EDGE_SDK = str(Path(sys.executable).with_name("edge-sdk"))
 
 

@@ -11,6 +11,8 @@ from tests.conftest import REPO_ROOT
 
 from .test_cli import assert_one_line_error, edge_sdk
 
+pytestmark = pytest.mark.slow  # multi-process runs or subprocesses: not in make test-fast
+
 DIGITS = REPO_ROOT / "models" / "digits_cnn.onnx"
 CALIBRATION = REPO_ROOT / "models" / "digits_calibration.npz"
 

@@ -11,6 +11,8 @@ from tests.cli.test_cli import assert_one_line_error, edge_sdk
 from tests.conftest import REPO_ROOT
 from tests.engines.int8_models import labelled_samples, outlier_cnn, save_npz
 
+pytestmark = pytest.mark.slow  # multi-process runs or subprocesses: not in make test-fast
+
 DIGITS_MODEL = REPO_ROOT / "models" / "digits_cnn.onnx"
 DIGITS_CALIBRATION = REPO_ROOT / "models" / "digits_calibration.npz"
 DIGITS_HOLDOUT = REPO_ROOT / "models" / "digits_holdout.npz"

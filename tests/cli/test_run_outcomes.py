@@ -15,6 +15,8 @@ import yaml
 from ..conftest import ASTRONAUT
 from .conftest import Run
 
+pytestmark = pytest.mark.slow  # multi-process runs or subprocesses: not in make test-fast
+
 EDGE_SDK = str(Path(sys.executable).with_name("edge-sdk"))
 
 

@@ -15,6 +15,8 @@ from edge_sdk.pipeline.frame_ring import segments_of
 
 from .conftest import Run
 
+pytestmark = pytest.mark.slow  # multi-process runs or subprocesses: not in make test-fast
+
 
 @pytest.fixture(autouse=True)
 def _wide_console(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,6 +16,8 @@ from edge_sdk.core.errors import ConfigError
 from edge_sdk.core.yaml_model import MAX_YAML_BYTES, parse_yaml, read_yaml_text
 from edge_sdk.pipeline.config import load_pipeline
 
+pytestmark = pytest.mark.slow  # multi-process runs or subprocesses: not in make test-fast
+
 EDGE_SDK = str(Path(sys.executable).with_name("edge-sdk"))
 # The CLI maps about 200 MiB at start; an alias bomb expanded by the old loader passed 2.8 GB.
 ADDRESS_SPACE_LIMIT = 1024 * 1024 * 1024

@@ -27,6 +27,8 @@ from edge_sdk.profiles import DeviceProfile, ProfileCatalog
 
 from ..conftest import REPO_ROOT
 
+pytestmark = pytest.mark.slow  # multi-process runs or subprocesses: not in make test-fast
+
 EDGE_SDK = str(Path(sys.executable).with_name("edge-sdk"))
 
 

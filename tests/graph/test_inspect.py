@@ -12,6 +12,8 @@ from edge_sdk.graph.inspect import describe_model
 from tests.cli.test_cli import assert_one_line_error, edge_sdk
 from tests.conftest import REPO_ROOT
 
+pytestmark = pytest.mark.slow  # multi-process runs or subprocesses: not in make test-fast
+
 
 def test_describe_model_when_given_the_detector_lists_inputs_outputs_and_op_counts(demo_model: Path) -> None:
     summary = describe_model(demo_model)

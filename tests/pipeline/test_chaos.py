@@ -16,6 +16,8 @@ from ..sources.conftest import rtsp_server  # noqa: F401 - the fixture, shared w
 from ..sources.rtsp_server import RtspServer
 from .chaos import Fault, file_pipeline, live_pipeline, run_with_fault
 
+pytestmark = pytest.mark.slow  # multi-process runs or subprocesses: not in make test-fast
+
 FRAMES = 60
 BASE_SEED = int(os.environ.get("CHAOS_SEED", random.SystemRandom().randrange(1 << 30)))
 

@@ -28,6 +28,8 @@ from edge_sdk.profiles import DeviceProfile
 
 from ..conftest import ASTRONAUT
 
+pytestmark = pytest.mark.slow  # multi-process runs or subprocesses: not in make test-fast
+
 DETECTOR_POSTPROCESS = {"type": "ssd", "score_threshold": 0.5, "labels": ["person"]}
 
 

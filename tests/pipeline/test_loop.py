@@ -21,6 +21,8 @@ from edge_sdk.pipeline.config import PipelineConfig, load_pipeline
 from edge_sdk.pipeline.loop import run_inline
 from edge_sdk.profiles import DeviceProfile
 
+pytestmark = pytest.mark.slow  # multi-process runs or subprocesses: not in make test-fast
+
 VIDEO_FRAMES = 24
 DETECTOR_POSTPROCESS = {"type": "ssd", "score_threshold": 0.5, "labels": ["person"]}
 CLASSIFIER_PREPROCESS = {"dtype": "float32", "layout": "nchw", "resize": [8, 8], "scale": 1 / 255}

@@ -28,6 +28,8 @@ from edge_sdk.profiles import DeviceProfile, ProfileCatalog
 from ..conftest import ASTRONAUT
 from .crashing_sinks import CRASH_MARKER_ENV
 
+pytestmark = pytest.mark.slow  # multi-process runs or subprocesses: not in make test-fast
+
 EDGE_SDK = str(Path(sys.executable).with_name("edge-sdk"))
 
 

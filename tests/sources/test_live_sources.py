@@ -28,6 +28,8 @@ from edge_sdk.sources.v4l2 import V4L2Source
 
 from .rtsp_server import RtspServer, free_tcp_port
 
+pytestmark = pytest.mark.slow  # multi-process runs or subprocesses: not in make test-fast
+
 VIDEO_SHAPE = (240, 320, 3)  # the small_video fixture the server publishes
 QUICK_RETRY = ReconnectSpec(initial_delay=0.2, max_delay=1.0, max_attempts=40, jitter=0.0)
 """Fast enough for a test, and bounded: 40 attempts of at most 1 s."""
