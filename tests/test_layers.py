@@ -124,3 +124,18 @@ def test_imported_modules_resolves_relative_and_function_level_imports() -> None
     assert "edge_sdk.engines.onnxruntime.io_binding" in found
     local = dict(imported_modules(LIBRARY / "engines" / "onnxruntime" / "quantize.py"))
     assert "edge_sdk.profiles.host" in local, "an import inside a function counts"
+
+
+FLEET_SIDES = {"wire": set(), "device": {"wire"}, "operator": {"wire"}}
+"""edge_sdk/fleet/ by role: what both sides share (wire), the device's side, the operator's side."""
+
+
+def test_the_fleets_device_and_operator_sides_meet_only_in_the_wire_format() -> None:
+    crossings = []
+    for source, target, line in all_imports():
+        parts, target_parts = source.split("."), target.split(".")
+        if len(parts) > 2 and parts[1] == "fleet" and len(target_parts) > 2 and target_parts[1] == "fleet":
+            side, other = parts[2], target_parts[2]
+            if other != side and other not in FLEET_SIDES.get(side, set()):
+                crossings.append(f"{source}:{line} imports {target}")
+    assert not crossings, "\n".join(crossings)

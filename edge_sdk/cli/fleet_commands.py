@@ -24,11 +24,12 @@ from typing import Any
 import click
 
 from edge_sdk.core.errors import ConfigError
-from edge_sdk.fleet.broker_file import load_broker_file
-from edge_sdk.fleet.manifest import TargetSelector
-from edge_sdk.fleet.operator import DeviceRecord, FleetOperator
-from edge_sdk.fleet.rollout import RolloutRunner, create_rollout, roll_back_rollout
-from edge_sdk.fleet.rollout_store import Outcome, RolloutRecord, RolloutState, RolloutStore
+from edge_sdk.fleet.operator.client import DeviceRecord, FleetOperator
+from edge_sdk.fleet.operator.rollout import RolloutRunner, create_rollout
+from edge_sdk.fleet.operator.rollout_rollback import roll_back_rollout
+from edge_sdk.fleet.operator.rollout_store import Outcome, RolloutRecord, RolloutState, RolloutStore
+from edge_sdk.fleet.wire.broker_file import load_broker_file
+from edge_sdk.fleet.wire.manifest import TargetSelector
 from edge_sdk.mqtt import MqttClient
 
 from .fleet_keys_commands import fleet

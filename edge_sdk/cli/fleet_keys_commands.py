@@ -10,8 +10,8 @@ import click
 
 from edge_sdk.core.errors import ConfigError
 from edge_sdk.core.yaml_model import load_yaml_model
-from edge_sdk.fleet.manifest import DEFAULT_MAX_MANIFEST_BYTES, DeploymentManifest, safe_artifact_name
-from edge_sdk.fleet.signing import generate_signing_key, load_private_key, sign_manifest
+from edge_sdk.fleet.wire.manifest import DEFAULT_MAX_MANIFEST_BYTES, DeploymentManifest, safe_artifact_name
+from edge_sdk.fleet.wire.signing import generate_signing_key, load_private_key, sign_manifest
 
 
 @click.group()

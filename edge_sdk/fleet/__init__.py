@@ -10,9 +10,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .artifacts import ArtifactStore
-from .broker_file import load_broker_file, resolve_broker_paths
-from .chunks import (
+from edge_sdk.fleet.device.artifacts import ArtifactStore
+from edge_sdk.fleet.device.staging import ArtifactWriter, Staging
+from edge_sdk.fleet.operator.rollout import RolloutRunner, create_rollout, select_targets
+from edge_sdk.fleet.operator.rollout_rollback import device_rollback_manifest, roll_back_device, roll_back_rollout
+from edge_sdk.fleet.operator.rollout_store import Outcome, RolloutRecord, RolloutSpec, RolloutState, RolloutStore
+from edge_sdk.fleet.wire.artifact_files import sha256_file
+from edge_sdk.fleet.wire.broker_file import load_broker_file, resolve_broker_paths
+from edge_sdk.fleet.wire.chunks import (
     Chunk,
     ChunkAssembler,
     ChunkData,
@@ -22,7 +27,7 @@ from .chunks import (
     inline_artifact,
     iter_chunks,
 )
-from .manifest import (
+from edge_sdk.fleet.wire.manifest import (
     Artifact,
     DeploymentManifest,
     DeviceIdentity,
@@ -33,11 +38,7 @@ from .manifest import (
     decode_manifest,
     safe_artifact_name,
 )
-from .operator import DeviceRecord, FleetOperator
-from .rollout import RolloutRunner, create_rollout, select_targets
-from .rollout_rollback import device_rollback_manifest, roll_back_device, roll_back_rollout
-from .rollout_store import Outcome, RolloutRecord, RolloutSpec, RolloutState, RolloutStore
-from .signing import (
+from edge_sdk.fleet.wire.signing import (
     KeyPairFiles,
     SignedManifest,
     generate_signing_key,
@@ -48,12 +49,13 @@ from .signing import (
     sign_manifest,
     verify_manifest,
 )
-from .staging import ArtifactWriter, Staging, sha256_file
-from .versions import VersionState
+from edge_sdk.fleet.wire.versions import VersionState
+
+from .operator.client import DeviceRecord, FleetOperator
 
 if TYPE_CHECKING:
-    from .agent import Agent, run_agent
-    from .agent_config import AgentConfig, load_agent_config
+    from edge_sdk.fleet.device.agent import Agent, run_agent
+    from edge_sdk.fleet.device.agent_config import AgentConfig, load_agent_config
 
 _LAZY = {
     "Agent": ".agent",

@@ -12,7 +12,7 @@ import pytest
 
 from edge_sdk.cli.fleet_commands import parse_rate, parse_selector
 from edge_sdk.core.errors import ConfigError
-from edge_sdk.fleet.signing import generate_signing_key, load_private_key
+from edge_sdk.fleet.wire.signing import generate_signing_key, load_private_key
 from tests.broker import BrokerFactory, FleetBroker, broker_factory_fixture, start_fleet_broker
 from tests.cli.conftest import Run
 from tests.fleet.sim_devices import SimDevice, signed_deployment

@@ -6,9 +6,9 @@ import stat
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from edge_sdk.fleet.manifest import DeviceIdentity
-from edge_sdk.fleet.signing import load_public_key, verify_manifest
-from edge_sdk.fleet.versions import VersionState
+from edge_sdk.fleet.wire.manifest import DeviceIdentity
+from edge_sdk.fleet.wire.signing import load_public_key, verify_manifest
+from edge_sdk.fleet.wire.versions import VersionState
 from tests.cli.conftest import Run
 
 ARTIFACT_SHA = "0" * 64

@@ -11,9 +11,9 @@ import numpy as np
 import onnxruntime as ort
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from edge_sdk.fleet.chunks import encode_chunk, inline_artifact, iter_chunks
-from edge_sdk.fleet.manifest import DeploymentManifest
-from edge_sdk.fleet.signing import sign_manifest
+from edge_sdk.fleet.wire.chunks import encode_chunk, inline_artifact, iter_chunks
+from edge_sdk.fleet.wire.manifest import DeploymentManifest
+from edge_sdk.fleet.wire.signing import sign_manifest
 from tests.onnx_models import float_classifier
 
 CHUNK_SIZE = 1024

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from edge_sdk.fleet.agent import Agent
-from edge_sdk.fleet.agent_config import AgentConfig
-from edge_sdk.fleet.artifacts import ArtifactStore
-from edge_sdk.fleet.manifest import DeploymentManifest, DeviceIdentity
-from edge_sdk.fleet.signing import generate_signing_key, load_private_key, load_public_key, verify_manifest
+from edge_sdk.fleet.device.agent import Agent
+from edge_sdk.fleet.device.agent_config import AgentConfig
+from edge_sdk.fleet.device.artifacts import ArtifactStore
+from edge_sdk.fleet.wire.manifest import DeploymentManifest, DeviceIdentity
+from edge_sdk.fleet.wire.signing import generate_signing_key, load_private_key, load_public_key, verify_manifest
 from tests.broker import BrokerFactory, FleetBroker, broker_factory_fixture, start_fleet_broker
 from tests.fleet.agent_fixtures import DEVICE_ID, PROFILE
 

@@ -25,10 +25,10 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from edge_sdk.fleet.chunks import decode_chunk
-from edge_sdk.fleet.manifest import DeploymentManifest, InlineSource
-from edge_sdk.fleet.operator import manifest_of
-from edge_sdk.fleet.protocol import (
+from edge_sdk.fleet.operator.client import manifest_of
+from edge_sdk.fleet.wire.chunks import decode_chunk
+from edge_sdk.fleet.wire.manifest import DeploymentManifest, InlineSource
+from edge_sdk.fleet.wire.protocol import (
     HEALTH_FAILED,
     REFUSED,
     Command,
@@ -42,7 +42,7 @@ from edge_sdk.fleet.protocol import (
     encode_message,
     offline_presence,
 )
-from edge_sdk.fleet.signing import sign_manifest
+from edge_sdk.fleet.wire.signing import sign_manifest
 from edge_sdk.mqtt import Message, MqttClient, MqttSettings, Will
 from edge_sdk.mqtt.topics import DeviceTopics
 

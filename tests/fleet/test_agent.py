@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
-from edge_sdk.fleet.agent import Agent
-from edge_sdk.fleet.agent_config import AgentConfig
-from edge_sdk.fleet.protocol import (
+from edge_sdk.fleet.device.agent import Agent
+from edge_sdk.fleet.device.agent_config import AgentConfig
+from edge_sdk.fleet.wire.protocol import (
     MAX_COMMAND_BYTES,
     MAX_RESPONSE_BYTES,
     Command,
@@ -190,7 +190,7 @@ def test_agent_when_a_command_is_retained_on_cmd_then_no_start_runs_or_answers_i
     for start in ("first start", "restart"):
         caplog.clear()
         # when the agent starts (the broker hands it the retained command on subscribing), then restarts
-        with caplog.at_level(logging.WARNING, logger="edge_sdk.fleet.agent"), Agent(config) as agent:
+        with caplog.at_level(logging.WARNING, logger="edge_sdk.fleet.device.agent"), Agent(config) as agent:
             assert agent.client.wait_for_state(ConnectionState.CONNECTED, WAIT_S), f"the agent connects ({start})"
             # then a live command sent after it is still run and answered (and, being handled in arrival
             # order, proves the retained one was handled before it)

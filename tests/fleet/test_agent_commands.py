@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edge_sdk.fleet.agent import Agent
-from edge_sdk.fleet.agent_config import AgentConfig
-from edge_sdk.fleet.commands import COMMANDS, MAX_ECHO_BYTES
-from edge_sdk.fleet.protocol import (
+from edge_sdk.fleet.device.agent import Agent
+from edge_sdk.fleet.device.agent_config import AgentConfig
+from edge_sdk.fleet.device.commands import COMMANDS, MAX_ECHO_BYTES
+from edge_sdk.fleet.wire.protocol import (
     COMMAND_NAMES,
     MAX_RESPONSE_BYTES,
     Response,
@@ -85,7 +85,7 @@ def test_agent_command_when_it_arrives_retained_then_not_run_and_not_answered(
     message = Message(topic=agent.topics.cmd, payload=payload, qos=1, retain=True, correlation_data=b"c")
 
     # when the agent handles it
-    with caplog.at_level(logging.WARNING, logger="edge_sdk.fleet.agent"):
+    with caplog.at_level(logging.WARNING, logger="edge_sdk.fleet.device.agent"):
         agent._command(message)
 
     # then it did nothing but log one warning line; the same command, not retained, runs

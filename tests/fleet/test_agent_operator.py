@@ -1,4 +1,4 @@
-"""The device agent and the operator client (edge_sdk.fleet.operator) end to end on the shipped fleet broker."""
+"""The device agent and the operator client (edge_sdk.fleet.operator.client) end to end on the shipped fleet broker."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from edge_sdk.fleet.agent import Agent
-from edge_sdk.fleet.operator import FleetOperator
+from edge_sdk.fleet.device.agent import Agent
+from edge_sdk.fleet.operator.client import FleetOperator
 from edge_sdk.mqtt import MqttClient
 from tests.broker import FleetBroker
 from tests.fleet.agent_fixtures import DEVICE_ID, PROFILE, make_deployment, make_rollback

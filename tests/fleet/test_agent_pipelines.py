@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from edge_sdk.fleet.agent import Agent
-from edge_sdk.fleet.agent_config import AgentConfig
-from edge_sdk.fleet.deploy import DeployResult
-from edge_sdk.fleet.pipelines import PipelineStartError
+from edge_sdk.fleet.device.agent import Agent
+from edge_sdk.fleet.device.agent_config import AgentConfig
+from edge_sdk.fleet.device.deploy import DeployResult
+from edge_sdk.fleet.device.pipelines import PipelineStartError
 from edge_sdk.mqtt import MqttSettings
 from tests.fleet.agent_fixtures import DEVICE_ID, PROFILE, Deployment, make_deployment, people_pipeline
 from tests.fleet.conftest import Keys

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_sdk.fleet.agent import Agent
+from edge_sdk.fleet.device.agent import Agent
 from edge_sdk.mqtt import Message, MqttClient
 from tests.broker import FleetBroker, Inbox
 from tests.fleet.agent_fixtures import DEVICE_ID, make_deployment

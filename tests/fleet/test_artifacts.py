@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from edge_sdk.core.errors import ArtifactError, ArtifactHashError, ArtifactPathError
-from edge_sdk.fleet.artifacts import ArtifactStore
-from edge_sdk.fleet.manifest import Artifact, DeploymentManifest
+from edge_sdk.fleet.device.artifacts import ArtifactStore
+from edge_sdk.fleet.wire.manifest import Artifact, DeploymentManifest
 
 from .conftest import install, make_manifest, payload_for
 

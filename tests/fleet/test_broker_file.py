@@ -10,7 +10,7 @@ import yaml
 
 from edge_sdk.core.errors import ConfigError
 from edge_sdk.fleet import load_broker_file
-from edge_sdk.fleet.agent_config import load_agent_config
+from edge_sdk.fleet.device.agent_config import load_agent_config
 
 BROKER = {
     "host": "mqtt.example.com",

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edge_sdk.core.errors import ArtifactHashError, ArtifactPathError, ChunkCorruptError, ChunkError
-from edge_sdk.fleet.artifacts import ArtifactStore
-from edge_sdk.fleet.chunks import (
+from edge_sdk.fleet.device.artifacts import ArtifactStore
+from edge_sdk.fleet.wire.chunks import (
     MAX_CHUNK_MESSAGE_BYTES,
     ChunkAssembler,
     ChunkData,
@@ -23,7 +23,7 @@ from edge_sdk.fleet.chunks import (
     inline_artifact,
     iter_chunks,
 )
-from edge_sdk.fleet.manifest import Artifact, DeploymentManifest
+from edge_sdk.fleet.wire.manifest import Artifact, DeploymentManifest
 
 from .conftest import NOW, write_random_file
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from edge_sdk.core.errors import ManifestFormatError, ManifestTooLargeError
-from edge_sdk.fleet.manifest import (
+from edge_sdk.fleet.wire.manifest import (
     DeploymentManifest,
     DeviceIdentity,
     TargetSelector,

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from edge_sdk.core.errors import CommandTimeoutError
-from edge_sdk.fleet.operator import FleetOperator
-from edge_sdk.fleet.protocol import decode_desired
+from edge_sdk.fleet.operator.client import FleetOperator
+from edge_sdk.fleet.wire.protocol import decode_desired
 from edge_sdk.mqtt import MqttClient
 from edge_sdk.mqtt.topics import DeviceTopics
 from tests.broker import BrokerFactory, FleetBroker, start_fleet_broker

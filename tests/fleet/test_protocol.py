@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from edge_sdk.core.errors import FleetError
-from edge_sdk.fleet.protocol import (
+from edge_sdk.fleet.wire.protocol import (
     MAX_COMMAND_BYTES,
     Command,
     DesiredState,

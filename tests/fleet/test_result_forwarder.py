@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from edge_sdk.fleet.results import ResultForwarder
+from edge_sdk.fleet.device.results_forwarder import ResultForwarder
 from edge_sdk.mqtt import MqttSettings, NotConnectedError, PublishRejectedError
 from edge_sdk.mqtt.topics import DeviceTopics
 from edge_sdk.sinks.agent import Outbox

@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from edge_sdk.fleet.operator import DeviceRecord, FleetOperator, manifest_of
-from edge_sdk.fleet.protocol import decode_desired
-from edge_sdk.fleet.rollout import RolloutRunner, create_rollout, roll_back_rollout
-from edge_sdk.fleet.rollout_store import Outcome, RolloutRecord, RolloutState, RolloutStore
+from edge_sdk.fleet.operator.client import DeviceRecord, FleetOperator, manifest_of
+from edge_sdk.fleet.operator.rollout import RolloutRunner, create_rollout
+from edge_sdk.fleet.operator.rollout_rollback import roll_back_rollout
+from edge_sdk.fleet.operator.rollout_store import Outcome, RolloutRecord, RolloutState, RolloutStore
+from edge_sdk.fleet.wire.protocol import decode_desired
 from edge_sdk.mqtt import MqttClient
 from tests.broker import BrokerFactory, FleetBroker, start_fleet_broker
 

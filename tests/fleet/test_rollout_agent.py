@@ -1,4 +1,4 @@
-"""Staged rollouts to real device agents (edge_sdk.fleet.agent) on the shipped fleet broker, end to end.
+"""Staged rollouts to real device agents (edge_sdk.fleet.device.agent) on the shipped fleet broker, end to end.
 
 Each agent verifies the signature, receives the inline chunks the operator sends on need_chunks,
 builds the engine, runs the manifest's health check and activates; an agent that trusts another
@@ -16,13 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from edge_sdk.fleet.agent import Agent
-from edge_sdk.fleet.agent_config import AgentConfig
-from edge_sdk.fleet.operator import FleetOperator, manifest_of
-from edge_sdk.fleet.rollout import RolloutRunner, create_rollout, roll_back_rollout
-from edge_sdk.fleet.rollout_store import Outcome, RolloutRecord, RolloutState, RolloutStore
-from edge_sdk.fleet.signing import verify_manifest
-from edge_sdk.fleet.versions import VersionState
+from edge_sdk.fleet.device.agent import Agent
+from edge_sdk.fleet.device.agent_config import AgentConfig
+from edge_sdk.fleet.operator.client import FleetOperator, manifest_of
+from edge_sdk.fleet.operator.rollout import RolloutRunner, create_rollout
+from edge_sdk.fleet.operator.rollout_rollback import roll_back_rollout
+from edge_sdk.fleet.operator.rollout_store import Outcome, RolloutRecord, RolloutState, RolloutStore
+from edge_sdk.fleet.wire.signing import verify_manifest
+from edge_sdk.fleet.wire.versions import VersionState
 from edge_sdk.mqtt import MqttClient
 from edge_sdk.profiles import default_profile_dir
 from tests.broker import BrokerFactory, FleetBroker, start_fleet_broker

@@ -15,18 +15,18 @@ from typing import Any
 import pytest
 
 from edge_sdk.core.errors import ManifestReplayError, ManifestTargetError
-from edge_sdk.fleet.manifest import DeviceIdentity
-from edge_sdk.fleet.operator import DeviceRecord, manifest_of
-from edge_sdk.fleet.protocol import ErrorInfo, Presence, Response
-from edge_sdk.fleet.rollout_rollback import (
+from edge_sdk.fleet.operator.client import DeviceRecord, manifest_of
+from edge_sdk.fleet.operator.rollout_rollback import (
     NO_PREVIOUS_VERSION,
     device_rollback_manifest,
     resolve_signing_key,
     roll_back_device,
 )
-from edge_sdk.fleet.rollout_store import DeviceProgress, Outcome, RolloutSpec, RolloutStore, TargetDevice
-from edge_sdk.fleet.signing import key_id, sign_manifest, verify_manifest
-from edge_sdk.fleet.versions import VersionState
+from edge_sdk.fleet.operator.rollout_store import DeviceProgress, Outcome, RolloutSpec, RolloutStore, TargetDevice
+from edge_sdk.fleet.wire.manifest import DeviceIdentity
+from edge_sdk.fleet.wire.protocol import ErrorInfo, Presence, Response
+from edge_sdk.fleet.wire.signing import key_id, sign_manifest, verify_manifest
+from edge_sdk.fleet.wire.versions import VersionState
 
 from .conftest import DEVICE, NOW, Keys, make_manifest
 

@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 
 from edge_sdk.core.errors import RolloutNotFoundError
-from edge_sdk.fleet.manifest import TargetSelector
-from edge_sdk.fleet.rollout_store import (
+from edge_sdk.fleet.operator.rollout_store import (
     Outcome,
     RolloutSpec,
     RolloutState,
@@ -16,6 +15,7 @@ from edge_sdk.fleet.rollout_store import (
     TargetDevice,
     assign_waves,
 )
+from edge_sdk.fleet.wire.manifest import TargetSelector
 
 
 def spec(**overrides: object) -> RolloutSpec:

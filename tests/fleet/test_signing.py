@@ -30,8 +30,8 @@ from edge_sdk.core.errors import (
     ManifestUntrustedKeyError,
     SigningKeyError,
 )
-from edge_sdk.fleet.artifacts import ArtifactStore
-from edge_sdk.fleet.signing import (
+from edge_sdk.fleet.device.artifacts import ArtifactStore
+from edge_sdk.fleet.wire.signing import (
     SIGNED_FORMAT,
     generate_signing_key,
     key_id,
@@ -41,7 +41,7 @@ from edge_sdk.fleet.signing import (
     sign_manifest,
     verify_manifest,
 )
-from edge_sdk.fleet.versions import VersionState
+from edge_sdk.fleet.wire.versions import VersionState
 
 from .conftest import DEVICE, NOW, Deploy, Keys, flip_byte, make_manifest, payload_for
 

@@ -10,7 +10,7 @@ answered by correlation id, inline chunks asked for with need_chunks and assembl
 (`FleetOperator` + `RolloutRunner`, rollout state in SQLite) rolls a signed version 2 with a 3-chunk
 inline model out to all of them: a first wave, then --rate devices per minute.
 
-With --agents the workers run real device agents instead (edge_sdk.fleet.agent: signature check,
+With --agents the workers run real device agents instead (edge_sdk.fleet.device.agent: signature check,
 chunk assembly, engine build for x86-cpu, health check on a sample, atomic activation) and the
 rollout is version 1 of a tiny classifier; --fail-every N then makes every Nth agent trust another
 signing key, so it refuses.
@@ -36,12 +36,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from edge_sdk.fleet.agent import Agent
-from edge_sdk.fleet.agent_config import AgentConfig
-from edge_sdk.fleet.operator import FleetOperator
-from edge_sdk.fleet.rollout import RolloutRunner, create_rollout
-from edge_sdk.fleet.rollout_store import Outcome, RolloutStore
-from edge_sdk.fleet.signing import generate_signing_key, load_private_key
+from edge_sdk.fleet.device.agent import Agent
+from edge_sdk.fleet.device.agent_config import AgentConfig
+from edge_sdk.fleet.operator.client import FleetOperator
+from edge_sdk.fleet.operator.rollout import RolloutRunner, create_rollout
+from edge_sdk.fleet.operator.rollout_store import Outcome, RolloutStore
+from edge_sdk.fleet.wire.signing import generate_signing_key, load_private_key
 from edge_sdk.mqtt import MqttClient, MqttSettings, ReconnectPolicy
 from tests.broker import MosquittoBroker, find_mosquitto
 from tests.fleet.agent_fixtures import make_deployment
@@ -234,7 +234,7 @@ def main() -> None:
     parser.add_argument(
         "--agents",
         action="store_true",
-        help="real device agents (edge_sdk.fleet.agent: signature check, engine build, health check) instead of "
+        help="real device agents (edge_sdk.fleet.device.agent: signature check, engine build, health check) instead of "
         "simulated devices; --fail-every then makes every Nth agent trust another key (it refuses)",
     )
     parser.add_argument("--json", action="store_true")

@@ -34,8 +34,7 @@ from edge_sdk.core.errors import (
     ManifestUntrustedKeyError,
     SigningKeyError,
 )
-
-from .manifest import (
+from edge_sdk.fleet.wire.manifest import (
     DEFAULT_MAX_MANIFEST_BYTES,
     DeploymentManifest,
     DeviceIdentity,
@@ -43,7 +42,7 @@ from .manifest import (
     decode_json_object,
     decode_manifest,
 )
-from .versions import VersionState
+from edge_sdk.fleet.wire.versions import VersionState
 
 log = logging.getLogger(__name__)
 

@@ -32,15 +32,14 @@ from edge_sdk.core.errors import (
     ManifestRollbackError,
 )
 from edge_sdk.engines.cache import EngineCache
+from edge_sdk.fleet.device.artifacts import ArtifactStore
+from edge_sdk.fleet.device.health import HealthCheckError, run_health_check
+from edge_sdk.fleet.device.staging import write_file_atomically
+from edge_sdk.fleet.wire.chunks import ChunkAssembler, ChunkOutcome, decode_chunk
+from edge_sdk.fleet.wire.manifest import DeploymentManifest, DeviceIdentity, InlineSource, UrlSource
+from edge_sdk.fleet.wire.protocol import ACTIVATION_FAILED, DEPLOY_FAILED, HEALTH_FAILED, REFUSED
+from edge_sdk.fleet.wire.signing import verify_manifest
 from edge_sdk.profiles import DeviceProfile
-
-from .artifacts import ArtifactStore
-from .chunks import ChunkAssembler, ChunkOutcome, decode_chunk
-from .health import HealthCheckError, run_health_check
-from .manifest import DeploymentManifest, DeviceIdentity, InlineSource, UrlSource
-from .protocol import ACTIVATION_FAILED, DEPLOY_FAILED, HEALTH_FAILED, REFUSED
-from .signing import verify_manifest
-from .staging import write_file_atomically
 
 log = logging.getLogger(__name__)
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .protocol import LastDeploy
-from .staging import write_file_atomically
+from edge_sdk.fleet.device.staging import write_file_atomically
+from edge_sdk.fleet.wire.protocol import LastDeploy
 
 log = logging.getLogger(__name__)
 

@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edge_sdk.core.errors import RolloutNotFoundError
-
-from .manifest import TargetSelector
-from .protocol import Presence, ProtocolError, decode_presence, encode_message
+from edge_sdk.fleet.wire.manifest import TargetSelector
+from edge_sdk.fleet.wire.protocol import Presence, ProtocolError, decode_presence, encode_message
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS rollouts (

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from edge_sdk.core.errors import ManifestDowngradeError, ManifestReplayError, ManifestRollbackError
-
-from .manifest import DeploymentManifest
+from edge_sdk.fleet.wire.manifest import DeploymentManifest
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,8 @@ import numpy as np
 from edge_sdk.core.errors import FleetError
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.engines.engine import prepare_engine
+from edge_sdk.fleet.device.artifacts import ArtifactStore
 from edge_sdk.profiles import DeviceProfile
-
-from .artifacts import ArtifactStore
 
 log = logging.getLogger(__name__)
 

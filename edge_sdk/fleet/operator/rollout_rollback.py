@@ -22,12 +22,8 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from edge_sdk.core.errors import CommandTimeoutError, EdgeSDKError
-from edge_sdk.mqtt import MqttError
-
-from .manifest import DeploymentManifest, TargetSelector
-from .operator import FleetOperator, manifest_of
-from .protocol import decode_desired
-from .rollout_store import (
+from edge_sdk.fleet.operator.client import FleetOperator, manifest_of
+from edge_sdk.fleet.operator.rollout_store import (
     VIA_DESIRED,
     DeviceProgress,
     Outcome,
@@ -36,7 +32,10 @@ from .rollout_store import (
     RolloutState,
     RolloutStore,
 )
-from .signing import key_id, load_private_key, sign_manifest
+from edge_sdk.fleet.wire.manifest import DeploymentManifest, TargetSelector
+from edge_sdk.fleet.wire.protocol import decode_desired
+from edge_sdk.fleet.wire.signing import key_id, load_private_key, sign_manifest
+from edge_sdk.mqtt import MqttError
 
 log = logging.getLogger(__name__)
 

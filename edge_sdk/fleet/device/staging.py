@@ -16,30 +16,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO
 
-from edge_sdk.core.errors import ArtifactError, ArtifactHashError, ArtifactPathError
-
-from .manifest import Artifact, DeploymentManifest, safe_artifact_name
-
-_BLOCK = 1 << 20
-
-
-def sha256_file(path: Path) -> tuple[str, int]:
-    """SHA-256 (hex) and size of a file, read in blocks."""
-    digest = hashlib.sha256()
-    size = 0
-    with open(path, "rb") as file:
-        while block := file.read(_BLOCK):
-            digest.update(block)
-            size += len(block)
-    return digest.hexdigest(), size
-
-
-def checked_name(name: str) -> str:
-    """`name` if it is a safe artifact file name, else ArtifactPathError."""
-    try:
-        return safe_artifact_name(name)
-    except ValueError as exc:
-        raise ArtifactPathError(f"artifact name {name!r:.140} refused: {exc}") from None
+from edge_sdk.core.errors import ArtifactError, ArtifactHashError
+from edge_sdk.fleet.wire.artifact_files import BLOCK_SIZE, checked_name, sha256_file
+from edge_sdk.fleet.wire.manifest import Artifact, DeploymentManifest
 
 
 class ArtifactWriter:
@@ -151,7 +130,7 @@ class Staging:
                     self._written.add(name)
                     return self._artifacts / name
             with self.writer(name) as writer, open(source, "rb") as file:
-                while block := file.read(_BLOCK):
+                while block := file.read(BLOCK_SIZE):
                     writer.write(block)
         except OSError as exc:
             raise ArtifactError(f"artifact '{name}': cannot read {source} ({exc.strerror})") from None

@@ -30,29 +30,15 @@ from edge_sdk import __version__
 from edge_sdk.core.errors import ArtifactError, ChunkError, ConfigError, FleetError
 from edge_sdk.core.status import StatusEvent
 from edge_sdk.engines.cache import EngineCache
-from edge_sdk.mqtt import (
-    AckTimeoutError,
-    ConnectionEvent,
-    ConnectionState,
-    Message,
-    MessageHandler,
-    MqttClient,
-    MqttError,
-    MqttSettings,
-    Will,
-)
-from edge_sdk.mqtt.topics import DeviceTopics
-from edge_sdk.profiles import DeviceProfile, ProfileCatalog
-from edge_sdk.sinks.agent import OUTBOX_ENV
-
-from .agent_config import AgentConfig
-from .agent_state import AgentState
-from .artifacts import ArtifactStore
-from .commands import COMMANDS, CommandError
-from .deploy import Deployer, DeployResult
-from .manifest import DeviceIdentity
-from .pipelines import DEFAULT_START_TIMEOUT_S, PipelineStartError, PipelineSupervisor
-from .protocol import (
+from edge_sdk.fleet.device.agent_config import AgentConfig
+from edge_sdk.fleet.device.agent_state import AgentState
+from edge_sdk.fleet.device.artifacts import ArtifactStore
+from edge_sdk.fleet.device.commands import COMMANDS, CommandError
+from edge_sdk.fleet.device.deploy import Deployer, DeployResult
+from edge_sdk.fleet.device.pipelines import DEFAULT_START_TIMEOUT_S, PipelineStartError, PipelineSupervisor
+from edge_sdk.fleet.device.results_forwarder import ResultForwarder
+from edge_sdk.fleet.wire.manifest import DeviceIdentity
+from edge_sdk.fleet.wire.protocol import (
     BAD_REQUEST,
     INTERNAL,
     UNKNOWN_COMMAND,
@@ -70,8 +56,21 @@ from .protocol import (
     offline_presence,
     utc_now,
 )
-from .results import ResultForwarder
-from .signing import load_trusted_keys
+from edge_sdk.fleet.wire.signing import load_trusted_keys
+from edge_sdk.mqtt import (
+    AckTimeoutError,
+    ConnectionEvent,
+    ConnectionState,
+    Message,
+    MessageHandler,
+    MqttClient,
+    MqttError,
+    MqttSettings,
+    Will,
+)
+from edge_sdk.mqtt.topics import DeviceTopics
+from edge_sdk.profiles import DeviceProfile, ProfileCatalog
+from edge_sdk.sinks.agent import OUTBOX_ENV
 
 log = logging.getLogger(__name__)
 

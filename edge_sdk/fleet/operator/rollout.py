@@ -34,20 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edge_sdk.core.errors import ChunkSendError, CommandTimeoutError, EdgeSDKError
-from edge_sdk.mqtt import AckTimeoutError, MqttError
-
-from .manifest import TargetSelector
-from .operator import DeviceRecord, FleetOperator, manifest_of
-from .protocol import ACTIVATION_FAILED, HEALTH_FAILED, REFUSED, Response
-from .rollout_rollback import (
-    SigningKey,
-    device_rollback_manifest,
-    resolve_signing_key,
-    restore_desired,
-    roll_back_device,
-    roll_back_rollout,
-)
-from .rollout_store import (
+from edge_sdk.fleet.operator.client import DeviceRecord, FleetOperator, manifest_of
+from edge_sdk.fleet.operator.rollout_rollback import SigningKey, resolve_signing_key, restore_desired, roll_back_device
+from edge_sdk.fleet.operator.rollout_store import (
     VIA_COMMAND,
     VIA_DESIRED,
     DeviceProgress,
@@ -58,21 +47,17 @@ from .rollout_store import (
     RolloutStore,
     TargetDevice,
 )
-from .signing import key_id, load_private_key
+from edge_sdk.fleet.wire.manifest import TargetSelector
+from edge_sdk.fleet.wire.protocol import ACTIVATION_FAILED, HEALTH_FAILED, REFUSED, Response
+from edge_sdk.fleet.wire.signing import key_id, load_private_key
+from edge_sdk.mqtt import AckTimeoutError, MqttError
 
 log = logging.getLogger(__name__)
 
 COMMAND = VIA_COMMAND
 DESIRED = VIA_DESIRED
 
-__all__ = [
-    "RolloutRunner",
-    "create_rollout",
-    "device_rollback_manifest",
-    "outcome_of",
-    "roll_back_rollout",
-    "select_targets",
-]
+__all__ = ["RolloutRunner", "create_rollout", "outcome_of", "select_targets"]
 
 
 def select_targets(operator: FleetOperator, envelope: bytes, selector: TargetSelector | None) -> list[TargetDevice]:

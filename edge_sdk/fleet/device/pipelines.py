@@ -22,9 +22,8 @@ from pathlib import Path
 from edge_sdk.core.errors import ArtifactError, FleetError
 from edge_sdk.core.status import StatusEvent, StatusKind
 from edge_sdk.engines.cache import EngineCache
+from edge_sdk.fleet.device.artifacts import ArtifactStore
 from edge_sdk.profiles import DeviceProfile
-
-from .artifacts import ArtifactStore
 
 log = logging.getLogger(__name__)
 

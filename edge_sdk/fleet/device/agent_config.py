@@ -13,11 +13,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from edge_sdk.core.errors import ConfigError
 from edge_sdk.core.yaml_model import load_yaml_model
+from edge_sdk.fleet.wire.broker_file import resolve_broker_paths
+from edge_sdk.fleet.wire.manifest import IDENTIFIER_PATTERN
+from edge_sdk.fleet.wire.protocol import MAX_COMMAND_BYTES
 from edge_sdk.mqtt import MqttSettings
-
-from .broker_file import resolve_broker_paths
-from .manifest import IDENTIFIER_PATTERN
-from .protocol import MAX_COMMAND_BYTES
 
 Identifier = Annotated[str, Field(pattern=IDENTIFIER_PATTERN)]
 

@@ -13,13 +13,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from edge_sdk.core.errors import ConfigError, FleetError
-
-from .manifest import IDENTIFIER_PATTERN
-from .pipelines import PipelineStartError
-from .protocol import BAD_REQUEST, PIPELINE_FAILED, ProtocolTooLargeError, utc_now
+from edge_sdk.fleet.device.pipelines import PipelineStartError
+from edge_sdk.fleet.wire.manifest import IDENTIFIER_PATTERN
+from edge_sdk.fleet.wire.protocol import BAD_REQUEST, PIPELINE_FAILED, ProtocolTooLargeError, utc_now
 
 if TYPE_CHECKING:
-    from .agent import Agent
+    from edge_sdk.fleet.device.agent import Agent
 
 _NAME = re.compile(IDENTIFIER_PATTERN)
 

@@ -27,10 +27,10 @@ from typing import Any
 from filelock import FileLock
 
 from edge_sdk.core.errors import ArtifactError, ArtifactHashError, ArtifactPathError, ManifestFormatError
-
-from .manifest import DeploymentManifest, decode_manifest
-from .staging import Staging, checked_name, fsync_dir, sha256_file, write_file_atomically
-from .versions import VersionState
+from edge_sdk.fleet.device.staging import Staging, fsync_dir, write_file_atomically
+from edge_sdk.fleet.wire.artifact_files import checked_name, sha256_file
+from edge_sdk.fleet.wire.manifest import DeploymentManifest, decode_manifest
+from edge_sdk.fleet.wire.versions import VersionState
 
 log = logging.getLogger(__name__)
 

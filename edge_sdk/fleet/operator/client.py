@@ -22,12 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from edge_sdk.core.errors import ChunkSendError, CommandTimeoutError
-from edge_sdk.mqtt import AckTimeoutError, Message, MqttClient
-from edge_sdk.mqtt.topics import DeviceTopics
-
-from .chunks import encode_chunk
-from .manifest import DeploymentManifest, DeviceIdentity, InlineSource, decode_manifest
-from .protocol import (
+from edge_sdk.fleet.wire.chunks import encode_chunk
+from edge_sdk.fleet.wire.manifest import DeploymentManifest, DeviceIdentity, InlineSource, decode_manifest
+from edge_sdk.fleet.wire.protocol import (
     REFUSED,
     DesiredState,
     Presence,
@@ -41,6 +38,8 @@ from .protocol import (
     encode_message,
     new_command,
 )
+from edge_sdk.mqtt import AckTimeoutError, Message, MqttClient
+from edge_sdk.mqtt.topics import DeviceTopics
 
 log = logging.getLogger(__name__)
 

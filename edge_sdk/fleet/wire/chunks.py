@@ -28,9 +28,8 @@ from pathlib import Path
 from types import TracebackType
 
 from edge_sdk.core.errors import ArtifactHashError, ArtifactPathError, ChunkCorruptError, ChunkError
-
-from .manifest import MAX_CHUNK_SIZE, MAX_NAME_LENGTH, Artifact, InlineSource, safe_artifact_name
-from .staging import checked_name, sha256_file
+from edge_sdk.fleet.wire.artifact_files import checked_name, sha256_file
+from edge_sdk.fleet.wire.manifest import MAX_CHUNK_SIZE, MAX_NAME_LENGTH, Artifact, InlineSource, safe_artifact_name
 
 CHUNK_MAGIC = b"EDGC"
 CHUNK_FORMAT = 1

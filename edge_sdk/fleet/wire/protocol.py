@@ -24,9 +24,8 @@ from typing import Annotated, Any, Final, Literal, TypeVar
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
 from edge_sdk.core.errors import FleetError, ManifestFormatError, ManifestTooLargeError
-
-from .manifest import IDENTIFIER_PATTERN, MAX_VERSION, decode_json_object, describe_validation_error
-from .signing import DEFAULT_MAX_SIGNED_BYTES
+from edge_sdk.fleet.wire.manifest import IDENTIFIER_PATTERN, MAX_VERSION, decode_json_object, describe_validation_error
+from edge_sdk.fleet.wire.signing import DEFAULT_MAX_SIGNED_BYTES
 
 log = logging.getLogger(__name__)
 
