@@ -31,7 +31,7 @@ from edge_sdk.engines.engine import PreparedEngine, prepare_engine, verify_cache
 from edge_sdk.engines.equivalence import GateData
 from edge_sdk.graph.options import GraphOptions
 from edge_sdk.pipeline.config import load_pipeline
-from edge_sdk.pipeline.models import pipeline_calibration, pipeline_gate, pipeline_graph, pipeline_input
+from edge_sdk.pipeline.engine_setup import pipeline_calibration, pipeline_gate, pipeline_graph, pipeline_input
 from edge_sdk.profiles import DeviceProfile
 
 from .context import CliContext

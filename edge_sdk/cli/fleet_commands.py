@@ -1,7 +1,6 @@
 """`edge-sdk fleet ls | deploy | resume | status | rollback | exec`: the operator's commands over MQTT.
 
-They join the `fleet` group of `fleet_keys_commands` (keygen, sign); `main.py` registers that group
-from here so all of them are there. Every command that talks to devices takes `--broker FILE.yaml`
+They join the `fleet` group (fleet_group.py) beside keygen and sign (fleet_keys_commands). Every command that talks to devices takes `--broker FILE.yaml`
 (MqttSettings: host, port, tls with the operator's certificate; relative paths start from the file's
 folder, as in agent.yaml; or $EDGE_SDK_FLEET_BROKER).
 Rollouts live in the SQLite file given with `--state` (default ./rollouts.db), so a rollout
@@ -32,7 +31,7 @@ from edge_sdk.fleet.wire.broker_file import load_broker_file
 from edge_sdk.fleet.wire.manifest import TargetSelector
 from edge_sdk.mqtt import MqttClient
 
-from .fleet_keys_commands import fleet
+from .fleet_group import fleet
 
 _RATE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(?:/\s*(min|m|s|sec|h|hour))?\s*$")
 

@@ -13,10 +13,7 @@ from edge_sdk.core.yaml_model import load_yaml_model
 from edge_sdk.fleet.wire.manifest import DEFAULT_MAX_MANIFEST_BYTES, DeploymentManifest, safe_artifact_name
 from edge_sdk.fleet.wire.signing import generate_signing_key, load_private_key, sign_manifest
 
-
-@click.group()
-def fleet() -> None:
-    """Fleet control: signing keys, signed deployments, staged rollouts, device list and commands."""
+from .fleet_group import fleet
 
 
 @fleet.command("keygen")

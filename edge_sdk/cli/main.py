@@ -11,10 +11,11 @@ import click
 from edge_sdk import __version__
 from edge_sdk.core.errors import EdgeSDKError
 
+from . import fleet_commands, fleet_keys_commands  # noqa: F401  (they register the fleet subcommands)
 from .agent_commands import agent
 from .context import CliContext
 from .engine_commands import bench, build, cache
-from .fleet_commands import fleet
+from .fleet_group import fleet
 from .graph_commands import inspect
 from .pipeline_commands import run
 from .profile_commands import profiles

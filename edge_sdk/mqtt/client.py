@@ -15,10 +15,11 @@ import time
 import paho.mqtt.client as paho
 from paho.mqtt.reasoncodes import ReasonCode
 
+from edge_sdk.mqtt.spooling_publisher import SpoolingPublisher
+
 from .connection import Connection
 from .errors import NotConnectedError, QueueFullError
 from .messages import MessageHandler, PublishResult
-from .outbox import Outbox
 from .publishing import Payload, Publisher, check_publish, payload_bytes, publish_properties, wait_timeout
 from .settings import MqttSettings
 from .spool import DiskSpool, SpooledMessage, SpoolStats
@@ -44,7 +45,7 @@ class MqttClient(Connection):
         super().__init__(settings, max_queued)
         self._publisher = Publisher(settings, max_queued)
         self._subscriptions = Subscriptions(settings)
-        self._outbox: Outbox | None = None
+        self._outbox: SpoolingPublisher | None = None
         self._closed_spool_stats: SpoolStats | None = None
 
     def __enter__(self) -> MqttClient:
@@ -139,7 +140,7 @@ class MqttClient(Connection):
             return
         disk = DiskSpool(spool.path, spool.max_messages, spool.max_bytes, spool.durable)
         window = min(REPLAY_WINDOW, self.max_queued) if self.max_queued else REPLAY_WINDOW
-        self._outbox = Outbox(disk, self._send_spooled, self._publisher.acks, window)
+        self._outbox = SpoolingPublisher(disk, self._send_spooled, self._publisher.acks, window)
 
     def _hook_closed(self) -> None:
         with self._lock:

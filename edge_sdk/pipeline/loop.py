@@ -15,6 +15,7 @@ from edge_sdk.core.preprocess import frame_feed
 from edge_sdk.core.results import Result
 from edge_sdk.core.status import StatusCallback, StatusEvent, StatusKind, ignore_status
 from edge_sdk.engines.cache import EngineCache
+from edge_sdk.pipeline.engine_setup import open_cascade, prepare_models
 from edge_sdk.postprocess import build_postprocessor
 from edge_sdk.profiles import DeviceProfile
 from edge_sdk.sinks import SinkFanout, create_sink
@@ -24,7 +25,6 @@ from edge_sdk.sources.skipped_frames import report
 
 from .config import PipelineConfig
 from .metrics import LatencyRecorder, RunSummary
-from .models import open_cascade, prepare_models
 
 
 def run_inline(

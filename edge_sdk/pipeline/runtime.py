@@ -22,6 +22,7 @@ from typing import Any
 from edge_sdk.core.errors import EdgeSDKError, SourceError
 from edge_sdk.core.status import StatusCallback, StatusEvent, StatusKind, ignore_status
 from edge_sdk.engines.cache import EngineCache
+from edge_sdk.pipeline.engine_setup import PreparedModels, prepare_models
 from edge_sdk.profiles import DeviceProfile
 from edge_sdk.sources.registry import create_source
 from edge_sdk.sources.spec import BufferPolicy, SourceSpec
@@ -33,7 +34,6 @@ from .memory_budget import check_pipeline_memory
 from .message_socket import MessageListener, abstract_address, listening_socket
 from .messages import StageFailure, StageReport
 from .metrics import RunSummary
-from .models import PreparedModels, prepare_models
 from .output_tally import OutputTally
 from .shared_segments import new_run_token, remove_stale_segments, segment_name
 from .snapshot import RuntimeSnapshot, StageView

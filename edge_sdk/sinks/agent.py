@@ -47,14 +47,14 @@ _SCHEMA = (
 
 
 @dataclass(frozen=True)
-class OutboxEntry:
+class ResultsOutboxEntry:
     id: int
     pipeline: str
     source: str
     payload: bytes
 
 
-class Outbox:
+class ResultsOutbox:
     """The outbox file (both sides): `put` for sinks, `peek`/`delete` for the agent; one connection per process."""
 
     def __init__(self, path: Path, *, create: bool = False, max_entries: int | None = None, timeout: float = 5.0):
@@ -101,12 +101,12 @@ class Outbox:
             raise
         return evicted
 
-    def peek(self, limit: int = 100) -> list[OutboxEntry]:
+    def peek(self, limit: int = 100) -> list[ResultsOutboxEntry]:
         """The oldest `limit` entries, oldest first."""
         rows = self._db.execute(
             "SELECT id, pipeline, source, payload FROM results ORDER BY id LIMIT ?", (limit,)
         ).fetchall()
-        return [OutboxEntry(int(r[0]), str(r[1]), str(r[2]), bytes(r[3])) for r in rows]
+        return [ResultsOutboxEntry(int(r[0]), str(r[1]), str(r[2]), bytes(r[3])) for r in rows]
 
     def delete(self, entry_id: int) -> None:
         self._db.execute("DELETE FROM results WHERE id = ?", (entry_id,))
@@ -156,7 +156,7 @@ class AgentSink(Sink):
         self.pipeline_name = pipeline_name
         self.include_empty = include_empty
         self.name = f"agent:{outbox}"
-        self._outbox: Outbox | None = None
+        self._outbox: ResultsOutbox | None = None
         self.handed = 0
         self.skipped_empty = 0
         self.failed = 0
@@ -168,7 +168,7 @@ class AgentSink(Sink):
         return cls(pipeline_name, include_empty=spec.include_empty)
 
     def open(self) -> None:
-        self._outbox = Outbox(self.outbox_path, timeout=WRITE_TIMEOUT_S)
+        self._outbox = ResultsOutbox(self.outbox_path, timeout=WRITE_TIMEOUT_S)
 
     def write(self, result: Result, image: np.ndarray) -> None:
         if not self.include_empty and not result.detections and not result.classifications:

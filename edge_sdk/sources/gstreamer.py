@@ -12,8 +12,7 @@ from typing import Any
 
 from edge_sdk.core.errors import PermanentSourceError, SourceConfigError
 from edge_sdk.core.opencv import has_gstreamer, import_cv2
-
-from .capture import LiveCaptureSource
+from edge_sdk.sources.live_capture import LiveCaptureSource
 
 # A BGR appsink that keeps only the newest frame: a slow consumer must not queue up old ones.
 APPSINK = "appsink drop=true max-buffers=1 sync=false"

@@ -16,8 +16,7 @@ from urllib.parse import SplitResult, parse_qsl, urlsplit, urlunsplit
 
 from edge_sdk.core.errors import SourceConfigError
 from edge_sdk.core.opencv import timeout_params
-
-from .capture import LiveCaptureSource
+from edge_sdk.sources.live_capture import LiveCaptureSource
 
 TRANSPORTS = ("tcp", "udp")
 SDK_QUERY_KEYS = ("transport", "open_timeout_ms", "read_timeout_ms")

@@ -8,8 +8,7 @@ from types import ModuleType
 from typing import Any
 
 from edge_sdk.core.errors import PermanentSourceError, SourceError
-
-from .capture import LiveCaptureSource
+from edge_sdk.sources.live_capture import LiveCaptureSource
 
 
 class V4L2Source(LiveCaptureSource):

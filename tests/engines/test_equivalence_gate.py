@@ -21,7 +21,7 @@ from edge_sdk.engines.cache import EngineCache
 from edge_sdk.engines.engine import prepare_engine
 from edge_sdk.graph.preprocess_folding import FRAME_INPUT
 from edge_sdk.pipeline.config import load_pipeline
-from edge_sdk.pipeline.models import pipeline_graph, prepare_models
+from edge_sdk.pipeline.engine_setup import pipeline_graph, prepare_models
 from edge_sdk.pipeline.run import run_pipeline
 from edge_sdk.profiles import DeviceProfile, ProfileCatalog
 

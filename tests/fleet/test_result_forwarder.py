@@ -9,7 +9,7 @@ from typing import Any
 from edge_sdk.fleet.device.results_forwarder import ResultForwarder
 from edge_sdk.mqtt import MqttSettings, NotConnectedError, PublishRejectedError
 from edge_sdk.mqtt.topics import DeviceTopics
-from edge_sdk.sinks.agent import Outbox
+from edge_sdk.sinks.agent import ResultsOutbox
 
 
 class FakeClient:
@@ -31,10 +31,10 @@ class FakeClient:
         self.published.append((topic, payload))
 
 
-def make_forwarder(tmp_path: Path, client: FakeClient, max_entries: int = 100) -> tuple[ResultForwarder, Outbox]:
+def make_forwarder(tmp_path: Path, client: FakeClient, max_entries: int = 100) -> tuple[ResultForwarder, ResultsOutbox]:
     path = tmp_path / "outbox.sqlite"
     forwarder = ResultForwarder(path, client, DeviceTopics("cam-a"), max_entries)  # type: ignore[arg-type]
-    return forwarder, Outbox(path)
+    return forwarder, ResultsOutbox(path)
 
 
 def test_forwarder_when_disconnected_then_keeps_entries_across_a_restart_and_sends_them_in_order(

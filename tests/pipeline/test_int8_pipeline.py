@@ -12,8 +12,8 @@ from edge_sdk.core.errors import ConfigError
 from edge_sdk.core.results import Result
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.pipeline.config import PipelineConfig, load_pipeline
+from edge_sdk.pipeline.engine_setup import prepare_models
 from edge_sdk.pipeline.loop import run_inline
-from edge_sdk.pipeline.models import prepare_models
 from edge_sdk.profiles import DeviceProfile
 
 

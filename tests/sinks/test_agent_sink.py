@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from edge_sdk.core.errors import SinkError
-from edge_sdk.sinks.agent import OUTBOX_ENV, AgentSink, Outbox
+from edge_sdk.sinks.agent import OUTBOX_ENV, AgentSink, ResultsOutbox
 from tests.onnx_models import float_classifier
 from tests.sinks.test_sinks import make_image, make_result
 
@@ -20,7 +20,7 @@ EDGE_SDK = str(Path(sys.executable).with_name("edge-sdk"))
 
 def test_agent_sink_when_outbox_is_full_then_oldest_results_are_evicted_and_counted(tmp_path: Path) -> None:
     # given the agent's outbox, bounded to 3 results
-    agent_side = Outbox(tmp_path / "outbox.sqlite", create=True, max_entries=3)
+    agent_side = ResultsOutbox(tmp_path / "outbox.sqlite", create=True, max_entries=3)
     sink = AgentSink("people", outbox=tmp_path / "outbox.sqlite")
     sink.open()
 

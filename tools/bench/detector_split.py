@@ -47,7 +47,7 @@ from edge_sdk.core.results import Detection, FrameMeta  # noqa: E402
 from edge_sdk.engines.accuracy import match_boxes  # noqa: E402
 from edge_sdk.engines.cache import EngineCache  # noqa: E402
 from edge_sdk.pipeline.config import PipelineConfig, load_pipeline  # noqa: E402
-from edge_sdk.pipeline.models import PreparedModels, prepare_models  # noqa: E402
+from edge_sdk.pipeline.engine_setup import PreparedModels, prepare_models  # noqa: E402
 from edge_sdk.pipeline.run import run_pipeline  # noqa: E402
 from edge_sdk.postprocess import Postprocessor, build_postprocessor  # noqa: E402
 from edge_sdk.profiles import ProfileCatalog  # noqa: E402

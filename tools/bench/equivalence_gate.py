@@ -22,7 +22,7 @@ from edge_sdk.core.model_file import ModelFile
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.engines.engine import prepare_engine
 from edge_sdk.pipeline.config import load_pipeline
-from edge_sdk.pipeline.models import pipeline_gate, pipeline_graph, pipeline_input
+from edge_sdk.pipeline.engine_setup import pipeline_gate, pipeline_graph, pipeline_input
 from edge_sdk.profiles import ProfileCatalog
 
 REPO = Path(__file__).resolve().parents[2]

@@ -646,7 +646,7 @@ def detector_engines(cache: Any, catalog: Any, profile: str, precision: Any) -> 
     from edge_sdk.core.model_file import ModelFile
     from edge_sdk.engines.engine import prepare_engine
     from edge_sdk.pipeline.config import load_pipeline
-    from edge_sdk.pipeline.models import pipeline_graph
+    from edge_sdk.pipeline.engine_setup import pipeline_graph
 
     config = load_pipeline(REPO / "pipelines" / "demo.yaml")
     detector = ModelFile.load(config.model.path)
@@ -733,7 +733,7 @@ def split_detector(report: Report, budget: Budget, args: argparse.Namespace, cac
     from edge_sdk.core.model_file import ModelFile
     from edge_sdk.engines.engine import prepare_engine
     from edge_sdk.pipeline.config import load_pipeline
-    from edge_sdk.pipeline.models import pipeline_graph
+    from edge_sdk.pipeline.engine_setup import pipeline_graph
     from edge_sdk.postprocess.ssd import SsdPostprocessor
     from edge_sdk.postprocess.ssd_decode import BOX_ENCODINGS, CLASS_SCORES
 

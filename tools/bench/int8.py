@@ -35,7 +35,7 @@ from edge_sdk.engines.cache import EngineCache  # noqa: E402
 from edge_sdk.engines.calibration import int8_settings, make_calibration  # noqa: E402
 from edge_sdk.engines.engine import PreparedEngine, prepare_engine  # noqa: E402
 from edge_sdk.pipeline.config import load_pipeline  # noqa: E402
-from edge_sdk.pipeline.models import pipeline_calibration, pipeline_graph  # noqa: E402
+from edge_sdk.pipeline.engine_setup import pipeline_calibration, pipeline_graph  # noqa: E402
 from edge_sdk.profiles import ProfileCatalog  # noqa: E402
 from tests.onnx_models import resnet18_like  # noqa: E402
 

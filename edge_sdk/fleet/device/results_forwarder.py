@@ -1,6 +1,6 @@
 """The agent's side of `type: agent` sinks: drain the results outbox to edge/<device>/results/<pipeline>/<source>.
 
-One thread reads the outbox (edge_sdk.sinks.agent.Outbox) oldest first and publishes each entry at
+One thread reads the outbox (edge_sdk.sinks.agent.ResultsOutbox) oldest first and publishes each entry at
 QoS 1 through the agent's MqttClient, deleting it only once the client accepted it: acknowledged by
 the broker, or written to the client's disk spool. While the broker is away and the client has no
 spool, entries stay in the outbox (bounded, oldest evicted and counted) and go out in order after the
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from edge_sdk.mqtt import MqttClient, MqttError, PublishRejectedError
 from edge_sdk.mqtt.topics import DeviceTopics
-from edge_sdk.sinks.agent import Outbox
+from edge_sdk.sinks.agent import ResultsOutbox
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ class ResultForwarder:
     """Publishes the outbox's entries on the agent's connection (see the module docstring)."""
 
     def __init__(self, path: Path, client: MqttClient, topics: DeviceTopics, max_entries: int):
-        self.outbox = Outbox(path, create=True, max_entries=max_entries)
+        self.outbox = ResultsOutbox(path, create=True, max_entries=max_entries)
         self.path = path
         self._client = client
         self._topics = topics

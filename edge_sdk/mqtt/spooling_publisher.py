@@ -1,4 +1,4 @@
-"""`Outbox`: which way a publish goes when the client has a disk spool, and the replay of the spool.
+"""`SpoolingPublisher`: which way a publish goes when the client has a disk spool, and the replay of the spool.
 
 Two modes. *Live*: connected and nothing spooled, so publish() hands messages straight to paho.
 *Spooling*: disconnected, or the spool still holds messages, so publish() appends to the spool;
@@ -25,8 +25,8 @@ from collections.abc import Callable
 
 from paho.mqtt.reasoncodes import ReasonCode
 
-from .acks import AckBook
-from .spool import DiskSpool, SpooledMessage
+from edge_sdk.mqtt.acks import AckBook
+from edge_sdk.mqtt.spool import DiskSpool, SpooledMessage
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ SendSpooled = Callable[[SpooledMessage], "int | None"]
 """Hand one spooled message to paho; its message id, or None when paho cannot take it now."""
 
 
-class Outbox:
+class SpoolingPublisher:
     def __init__(self, spool: DiskSpool, send: SendSpooled, acks: AckBook[ReasonCode], window: int = 100):
         if window < 1:
             raise ValueError(f"expected a replay window >= 1, got {window}")

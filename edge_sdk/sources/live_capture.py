@@ -9,8 +9,7 @@ from typing import Any
 from edge_sdk.core.errors import SourceError
 from edge_sdk.core.opencv import import_cv2
 from edge_sdk.core.results import Frame
-
-from .base import Source
+from edge_sdk.sources.base import Source
 
 
 class LiveCaptureSource(Source):

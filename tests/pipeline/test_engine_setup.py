@@ -16,7 +16,7 @@ from edge_sdk.core.tensor_meta import TensorMeta
 from edge_sdk.graph.optimize import optimize_graph
 from edge_sdk.graph.options import GraphOptions
 from edge_sdk.pipeline.config import load_pipeline
-from edge_sdk.pipeline.models import pipeline_graph
+from edge_sdk.pipeline.engine_setup import pipeline_graph
 from edge_sdk.postprocess import build_postprocessor
 from edge_sdk.sources.synthetic import PanZoomSource
 

@@ -15,11 +15,10 @@ from edge_sdk.engines.cache import EngineCache
 from edge_sdk.engines.engine import PreparedEngine, prepare_engine
 from edge_sdk.engines.equivalence import GateData, GateFrames, shipped_frames, source_frames
 from edge_sdk.pipeline.cascade import Cascade, NoCascade
+from edge_sdk.pipeline.config import PipelineConfig
 from edge_sdk.postprocess import build_postprocessor
 from edge_sdk.postprocess.classification import ClassificationPostprocessor
 from edge_sdk.profiles import DeviceProfile
-
-from .config import PipelineConfig
 
 if TYPE_CHECKING:
     from edge_sdk.engines.calibration import Calibration
