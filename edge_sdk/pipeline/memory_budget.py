@@ -3,7 +3,7 @@ is allocated, and refused with the figure when the host cannot hold it.
 
 The rings are shared memory (/dev/shm, a tmpfs that is usually half of RAM): one segment per source
 of `runtime.ring_slots` slots, each the size of that source's largest frame (a file's own frame size,
-`runtime.max_frame_size` for live sources). Each inference worker gathers up to `runtime.batch_size`
+`runtime.max_frame_size` for live sources: `source_slot`). Each inference worker gathers up to `runtime.batch_size`
 frames and stacks them into one tensor. The runtime calls `check_pipeline_memory` once it knows the
 slot size of every source and before it creates the first ring:
 
@@ -23,7 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-from edge_sdk.core.errors import ConfigError
+from edge_sdk.core.errors import ConfigError, SourceError
+from edge_sdk.sources.registry import create_source
+from edge_sdk.sources.spec import BufferPolicy, SourceSpec
 
 from .config import PipelineConfig
 from .frame_ring import RingLayout
@@ -190,3 +192,19 @@ def _size(size: int) -> str:
     if size >= 1e6:
         return f"{size / 1e6:.1f} MB"
     return f"{size / 1e3:.1f} kB"
+
+
+def source_slot(
+    spec: SourceSpec, base_dir: Path, max_frame_size: tuple[int, int]
+) -> tuple[str, BufferPolicy, tuple[int, int]]:
+    """A source's name, buffer policy and ring slot size: a file's own frame size (its first frame is
+    read), or `max_frame_size` for a live source."""
+    source = create_source(spec, base_dir)
+    policy = spec.buffer_policy(source.is_live)
+    if source.is_live:
+        return source.name, policy, max_frame_size
+    with source:
+        frame = source.read()
+    if frame is None:
+        raise SourceError(f"source {source.name}: {spec.uri} has no frames")
+    return source.name, policy, (frame.meta.width, frame.meta.height)

@@ -19,18 +19,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from edge_sdk.core.errors import EdgeSDKError, SourceError
+from edge_sdk.core.errors import EdgeSDKError
 from edge_sdk.core.status import StatusCallback, StatusEvent, StatusKind, ignore_status
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.pipeline.engine_setup import PreparedModels, prepare_models
 from edge_sdk.profiles import DeviceProfile
-from edge_sdk.sources.registry import create_source
 from edge_sdk.sources.spec import BufferPolicy, SourceSpec
 
 from .config import PipelineConfig
 from .control import RunControl
 from .frame_ring import FrameRing, RingLayout
-from .memory_budget import check_pipeline_memory
+from .memory_budget import check_pipeline_memory, source_slot
 from .message_socket import MessageListener, abstract_address, listening_socket
 from .messages import StageFailure, StageReport
 from .metrics import RunSummary
@@ -157,17 +156,9 @@ class PipelineRuntime:
         return handles
 
     def _source_shape(self, spec: SourceSpec) -> tuple[BufferPolicy, tuple[int, int]]:
-        """Buffer policy, and slot size: a file's own frame size, or max_frame_size for live sources."""
-        source = create_source(spec, self.config.base_dir)
-        self._source_names.append(source.name)
-        policy = spec.buffer_policy(source.is_live)
-        if source.is_live:
-            return policy, self.config.runtime.max_frame_size
-        with source:
-            frame = source.read()
-        if frame is None:
-            raise SourceError(f"source {source.name}: {spec.uri} has no frames")
-        return policy, (frame.meta.width, frame.meta.height)
+        name, policy, size = source_slot(spec, self.config.base_dir, self.config.runtime.max_frame_size)
+        self._source_names.append(name)
+        return policy, size
 
     def _plan_stages(self, models: PreparedModels, handles: list[RingHandle], channels: StageChannels) -> list[_Stage]:
         config, runtime = self.config, self.config.runtime
