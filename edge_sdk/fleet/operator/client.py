@@ -3,7 +3,7 @@
 `FleetOperator` keeps a registry of devices from the retained `edge/+/state` (presence),
 `edge/+/reported` and `edge/+/desired` topics, sends commands and waits for their responses by
 correlation id, publishes desired state (retained), and answers a device's `need_chunks` with the
-chunks of inline artifacts read from a local folder.
+chunks of inline artifacts read from a local folder (chunk_sender.py reads and publishes them).
 
 MQTT handlers run on paho's network thread: they only decode, record and wake waiters; every
 blocking call (`request`, `deploy`, `publish_desired`) runs on the caller's thread.
@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from edge_sdk.core.errors import ChunkSendError, CommandTimeoutError
-from edge_sdk.fleet.wire.chunks import encode_chunk
-from edge_sdk.fleet.wire.manifest import DeploymentManifest, DeviceIdentity, InlineSource, decode_manifest
+from edge_sdk.fleet.operator.chunk_sender import missing_chunks, send_chunks
+from edge_sdk.fleet.wire.manifest import DeploymentManifest, DeviceIdentity, decode_manifest
 from edge_sdk.fleet.wire.protocol import (
     REFUSED,
     DesiredState,
@@ -227,7 +227,7 @@ class FleetOperator:
         manifest: DeploymentManifest | None = None
         for _ in range(self.chunk_rounds + 1):
             response = self.request(device, "deploy", args, timeout)
-            missing = _missing_chunks(response)
+            missing = missing_chunks(response)
             if missing is None:
                 return response
             if manifest is None:
@@ -236,53 +236,10 @@ class FleetOperator:
                 raise ChunkSendError(
                     f"device '{device}' needs chunks of {sorted(missing)}; give the folder holding the artifacts"
                 )
-            self.send_chunks(device, manifest, missing, artifacts_dir)
+            send_chunks(self.client, device, manifest, missing, artifacts_dir)
         raise ChunkSendError(
             f"device '{device}' still needs chunks after {self.chunk_rounds} rounds of sending them; giving up"
         )
-
-    def send_chunks(
-        self,
-        device: str,
-        manifest: DeploymentManifest,
-        missing: dict[str, list[tuple[int, int]]],
-        artifacts_dir: Path,
-    ) -> int:
-        """Publish the missing chunks (QoS 1) to edge/<d>/artifacts/<version>/<artifact>; returns how many."""
-        topics = DeviceTopics(device)
-        sent = 0
-        last: tuple[str, bytes] | None = None
-        for name, ranges in missing.items():
-            try:
-                artifact = manifest.artifact(name)
-            except KeyError:
-                raise ChunkSendError(f"device '{device}' asked for chunks of '{name}', not in the manifest") from None
-            source = artifact.source
-            if not isinstance(source, InlineSource):
-                raise ChunkSendError(f"device '{device}' asked for chunks of '{name}', which is not sent inline")
-            path = artifacts_dir / artifact.name
-            topic = topics.artifacts(str(manifest.version), artifact.name)
-            try:
-                with open(path, "rb") as file:
-                    for first, last_index in ranges:
-                        for index in range(max(0, first), min(last_index, source.chunk_count - 1) + 1):
-                            file.seek(index * source.chunk_size)
-                            data = file.read(source.chunk_size)
-                            payload = encode_chunk(manifest.version, artifact.name, index, source.chunk_count, data)
-                            if last is not None:
-                                self.client.publish(*last, qos=1, wait=False)
-                            last = (topic, payload)
-                            sent += 1
-            except OSError as exc:
-                raise ChunkSendError(f"{path}: cannot read artifact '{name}' ({exc.strerror})") from None
-        if last is not None:  # the broker acknowledges in order: once the last is acknowledged, all are
-            try:
-                self.client.publish(*last, qos=1, wait=True)
-            except AckTimeoutError:
-                log.warning(
-                    "chunks for %s not acknowledged in time; the device will ask again for what it lacks", device
-                )
-        return sent
 
     # ---------------------------------------------------------------- desired state
     def publish_desired(
@@ -406,26 +363,6 @@ class FleetOperator:
 def _device_of(topic: str) -> str:
     parts = topic.split("/")
     return parts[1] if len(parts) > 2 else ""
-
-
-def _missing_chunks(response: Response) -> dict[str, list[tuple[int, int]]] | None:
-    """The `missing` map of a need_chunks result, or None for any other response."""
-    if not response.ok or response.result is None or response.result.get("status") != "need_chunks":
-        return None
-    raw = response.result.get("missing")
-    if not isinstance(raw, dict):
-        raise ProtocolError(f"need_chunks from '{response.device}': expected 'missing' as a mapping")
-    missing: dict[str, list[tuple[int, int]]] = {}
-    for name, ranges in raw.items():
-        if not isinstance(ranges, list):
-            raise ProtocolError(f"need_chunks from '{response.device}': expected a list of ranges for '{name}'")
-        pairs: list[tuple[int, int]] = []
-        for entry in ranges:
-            if not (isinstance(entry, list) and len(entry) == 2 and all(type(v) is int for v in entry)):
-                raise ProtocolError(f"need_chunks from '{response.device}': expected [first, last] ranges")
-            pairs.append((entry[0], entry[1]))
-        missing[str(name)] = pairs
-    return missing
 
 
 def is_refusal(response: Response) -> bool:
