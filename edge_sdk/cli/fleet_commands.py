@@ -1,8 +1,9 @@
 """`edge-sdk fleet ls | deploy | resume | status | rollback | exec`: the operator's commands over MQTT.
 
-They join the `fleet` group (fleet_group.py) beside keygen and sign (fleet_keys_commands). Every command that talks to devices takes `--broker FILE.yaml`
-(MqttSettings: host, port, tls with the operator's certificate; relative paths start from the file's
-folder, as in agent.yaml; or $EDGE_SDK_FLEET_BROKER).
+They join the `fleet` group (fleet_group.py) beside keygen and sign (fleet_keys_commands); the options
+they share, and their parsing, are in fleet_options.py. Every command that talks to devices takes
+`--broker FILE.yaml` (MqttSettings: host, port, tls with the operator's certificate; relative paths
+start from the file's folder, as in agent.yaml; or $EDGE_SDK_FLEET_BROKER).
 Rollouts live in the SQLite file given with `--state` (default ./rollouts.db), so a rollout
 started by `deploy` can be watched with `status`, continued with `resume` after the operator
 stopped, and undone with `rollback`. With `--key OPERATOR.key` (the key devices trust) a failing
@@ -13,9 +14,6 @@ signed for that device alone; the key file's path is kept in the state file for 
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -23,98 +21,13 @@ from typing import Any
 import click
 
 from edge_sdk.core.errors import ConfigError
-from edge_sdk.fleet.operator.client import DeviceRecord, FleetOperator
+from edge_sdk.fleet.operator.client import DeviceRecord
 from edge_sdk.fleet.operator.rollout import RolloutRunner, create_rollout
 from edge_sdk.fleet.operator.rollout_rollback import roll_back_rollout
 from edge_sdk.fleet.operator.rollout_store import Outcome, RolloutRecord, RolloutState, RolloutStore
-from edge_sdk.fleet.wire.broker_file import load_broker_file
-from edge_sdk.fleet.wire.manifest import TargetSelector
-from edge_sdk.mqtt import MqttClient
 
 from .fleet_group import fleet
-
-_RATE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(?:/\s*(min|m|s|sec|h|hour))?\s*$")
-
-
-def broker_option(command: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option(
-        "--broker",
-        "broker_file",
-        required=True,
-        envvar="EDGE_SDK_FLEET_BROKER",
-        type=click.Path(path_type=Path, dir_okay=False),
-        help="Broker settings YAML (MqttSettings, with the operator's TLS certificate); or $EDGE_SDK_FLEET_BROKER.",
-    )(command)
-
-
-def key_option(command: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option(
-        "--key",
-        "key_file",
-        type=click.Path(path_type=Path, dir_okay=False),
-        help="Operator's Ed25519 private key (PEM, the one devices trust): signs a rollback manifest per device "
-        "back to the version it ran before the rollout.",
-    )(command)
-
-
-def state_option(command: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option(
-        "--state",
-        "state_file",
-        default=Path("rollouts.db"),
-        show_default=True,
-        type=click.Path(path_type=Path, dir_okay=False),
-        help="SQLite file holding rollouts (created when missing).",
-    )(command)
-
-
-@contextmanager
-def connected_operator(broker_file: Path, settle_s: float = 1.0) -> Iterator[FleetOperator]:
-    """An operator connected with `broker_file`'s settings (paths from its folder), registry from retained state."""
-    client = MqttClient(load_broker_file(broker_file))
-    client.connect()
-    try:
-        operator = FleetOperator(client).start()
-        operator.settle(quiet_s=min(0.5, settle_s), timeout=settle_s + 5)
-        yield operator
-        operator.close()
-    finally:
-        client.disconnect(flush_timeout=5.0)
-
-
-def parse_rate(text: str) -> float:
-    """'60/min', '2/s', '600/h' or a plain number (per minute) -> devices per minute."""
-    match = _RATE.match(text)
-    if match is None or float(match.group(1)) <= 0:
-        raise ConfigError(f"--rate: expected a positive rate such as 10/min, 1/s or 600/h, got {text!r}")
-    value, unit = float(match.group(1)), match.group(2) or "min"
-    return value * 60 if unit in ("s", "sec") else value / 60 if unit in ("h", "hour") else value
-
-
-def parse_selector(entries: tuple[str, ...]) -> TargetSelector | None:
-    """--select device=ID | profile=NAME | label.KEY=VALUE (repeatable; device and profile may repeat)."""
-    if not entries:
-        return None
-    devices: list[str] = []
-    profiles: list[str] = []
-    labels: dict[str, str] = {}
-    for entry in entries:
-        key, sep, value = entry.partition("=")
-        key, value = key.strip(), value.strip()
-        if not sep or not value:
-            raise ConfigError(f"--select: expected KEY=VALUE (device=, profile=, label.NAME=), got {entry!r}")
-        if key in ("device", "devices"):
-            devices.extend(v for v in value.split(",") if v)
-        elif key in ("profile", "profiles"):
-            profiles.extend(v for v in value.split(",") if v)
-        elif key.startswith("label.") and len(key) > len("label."):
-            labels[key[len("label.") :]] = value
-        else:
-            raise ConfigError(f"--select: expected device=, profile= or label.NAME=, got {key!r}")
-    try:
-        return TargetSelector(device_ids=devices, profiles=profiles, labels=labels)
-    except ValueError as exc:
-        raise ConfigError(f"--select: {exc}") from None
+from .fleet_options import broker_option, connected_operator, key_option, parse_rate, parse_selector, state_option
 
 
 def _read(path: Path, what: str) -> bytes:

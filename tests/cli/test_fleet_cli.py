@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_sdk.cli.fleet_commands import parse_rate, parse_selector
+from edge_sdk.cli.fleet_options import parse_rate, parse_selector
 from edge_sdk.core.errors import ConfigError
 from edge_sdk.fleet.wire.signing import generate_signing_key, load_private_key
 from tests.broker import BrokerFactory, FleetBroker, broker_factory_fixture, start_fleet_broker

@@ -1,0 +1,105 @@
+"""The options the `edge-sdk fleet` commands (fleet_commands.py) share, and what they turn into.
+
+`--broker FILE.yaml` gives `connected_operator`, a `FleetOperator` whose registry holds the retained
+state; `--key` and `--state` name the operator's signing key and the rollouts' SQLite file; `--rate`
+and `--select` are read by `parse_rate` and `parse_selector`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+
+from edge_sdk.core.errors import ConfigError
+from edge_sdk.fleet.operator.client import FleetOperator
+from edge_sdk.fleet.wire.broker_file import load_broker_file
+from edge_sdk.fleet.wire.manifest import TargetSelector
+from edge_sdk.mqtt import MqttClient
+
+_RATE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(?:/\s*(min|m|s|sec|h|hour))?\s*$")
+
+
+def broker_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--broker",
+        "broker_file",
+        required=True,
+        envvar="EDGE_SDK_FLEET_BROKER",
+        type=click.Path(path_type=Path, dir_okay=False),
+        help="Broker settings YAML (MqttSettings, with the operator's TLS certificate); or $EDGE_SDK_FLEET_BROKER.",
+    )(command)
+
+
+def key_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--key",
+        "key_file",
+        type=click.Path(path_type=Path, dir_okay=False),
+        help="Operator's Ed25519 private key (PEM, the one devices trust): signs a rollback manifest per device "
+        "back to the version it ran before the rollout.",
+    )(command)
+
+
+def state_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--state",
+        "state_file",
+        default=Path("rollouts.db"),
+        show_default=True,
+        type=click.Path(path_type=Path, dir_okay=False),
+        help="SQLite file holding rollouts (created when missing).",
+    )(command)
+
+
+@contextmanager
+def connected_operator(broker_file: Path, settle_s: float = 1.0) -> Iterator[FleetOperator]:
+    """An operator connected with `broker_file`'s settings (paths from its folder), registry from retained state."""
+    client = MqttClient(load_broker_file(broker_file))
+    client.connect()
+    try:
+        operator = FleetOperator(client).start()
+        operator.settle(quiet_s=min(0.5, settle_s), timeout=settle_s + 5)
+        yield operator
+        operator.close()
+    finally:
+        client.disconnect(flush_timeout=5.0)
+
+
+def parse_rate(text: str) -> float:
+    """'60/min', '2/s', '600/h' or a plain number (per minute) -> devices per minute."""
+    match = _RATE.match(text)
+    if match is None or float(match.group(1)) <= 0:
+        raise ConfigError(f"--rate: expected a positive rate such as 10/min, 1/s or 600/h, got {text!r}")
+    value, unit = float(match.group(1)), match.group(2) or "min"
+    return value * 60 if unit in ("s", "sec") else value / 60 if unit in ("h", "hour") else value
+
+
+def parse_selector(entries: tuple[str, ...]) -> TargetSelector | None:
+    """--select device=ID | profile=NAME | label.KEY=VALUE (repeatable; device and profile may repeat)."""
+    if not entries:
+        return None
+    devices: list[str] = []
+    profiles: list[str] = []
+    labels: dict[str, str] = {}
+    for entry in entries:
+        key, sep, value = entry.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not value:
+            raise ConfigError(f"--select: expected KEY=VALUE (device=, profile=, label.NAME=), got {entry!r}")
+        if key in ("device", "devices"):
+            devices.extend(v for v in value.split(",") if v)
+        elif key in ("profile", "profiles"):
+            profiles.extend(v for v in value.split(",") if v)
+        elif key.startswith("label.") and len(key) > len("label."):
+            labels[key[len("label.") :]] = value
+        else:
+            raise ConfigError(f"--select: expected device=, profile= or label.NAME=, got {key!r}")
+    try:
+        return TargetSelector(device_ids=devices, profiles=profiles, labels=labels)
+    except ValueError as exc:
+        raise ConfigError(f"--select: {exc}") from None
