@@ -22,7 +22,8 @@ import click
 
 from edge_sdk.core.errors import ConfigError
 from edge_sdk.fleet.operator.client import DeviceRecord
-from edge_sdk.fleet.operator.rollout import RolloutRunner, create_rollout
+from edge_sdk.fleet.operator.rollout import RolloutRunner
+from edge_sdk.fleet.operator.rollout_plan import create_rollout
 from edge_sdk.fleet.operator.rollout_rollback import roll_back_rollout
 from edge_sdk.fleet.operator.rollout_store import Outcome, RolloutRecord, RolloutState, RolloutStore
 

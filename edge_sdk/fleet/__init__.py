@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from edge_sdk.fleet.device.artifacts import ArtifactStore
 from edge_sdk.fleet.device.staging import ArtifactWriter, Staging
-from edge_sdk.fleet.operator.rollout import RolloutRunner, create_rollout, select_targets
+from edge_sdk.fleet.operator.rollout import RolloutRunner
+from edge_sdk.fleet.operator.rollout_plan import create_rollout, select_targets
 from edge_sdk.fleet.operator.rollout_rollback import device_rollback_manifest, roll_back_device, roll_back_rollout
 from edge_sdk.fleet.operator.rollout_store import Outcome, RolloutRecord, RolloutSpec, RolloutState, RolloutStore
 from edge_sdk.fleet.wire.artifact_files import sha256_file

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from edge_sdk.fleet.operator.client import DeviceRecord, FleetOperator, manifest_of
-from edge_sdk.fleet.operator.rollout import RolloutRunner, create_rollout
+from edge_sdk.fleet.operator.rollout import RolloutRunner
+from edge_sdk.fleet.operator.rollout_plan import create_rollout
 from edge_sdk.fleet.operator.rollout_rollback import roll_back_rollout
 from edge_sdk.fleet.operator.rollout_store import Outcome, RolloutRecord, RolloutState, RolloutStore
 from edge_sdk.fleet.wire.protocol import decode_desired

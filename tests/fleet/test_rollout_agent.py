@@ -19,7 +19,8 @@ import pytest
 from edge_sdk.fleet.device.agent import Agent
 from edge_sdk.fleet.device.agent_config import AgentConfig
 from edge_sdk.fleet.operator.client import FleetOperator, manifest_of
-from edge_sdk.fleet.operator.rollout import RolloutRunner, create_rollout
+from edge_sdk.fleet.operator.rollout import RolloutRunner
+from edge_sdk.fleet.operator.rollout_plan import create_rollout
 from edge_sdk.fleet.operator.rollout_rollback import roll_back_rollout
 from edge_sdk.fleet.operator.rollout_store import Outcome, RolloutRecord, RolloutState, RolloutStore
 from edge_sdk.fleet.wire.signing import verify_manifest

@@ -39,7 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from edge_sdk.fleet.device.agent import Agent
 from edge_sdk.fleet.device.agent_config import AgentConfig
 from edge_sdk.fleet.operator.client import FleetOperator
-from edge_sdk.fleet.operator.rollout import RolloutRunner, create_rollout
+from edge_sdk.fleet.operator.rollout import RolloutRunner
+from edge_sdk.fleet.operator.rollout_plan import create_rollout
 from edge_sdk.fleet.operator.rollout_store import Outcome, RolloutStore
 from edge_sdk.fleet.wire.signing import generate_signing_key, load_private_key
 from edge_sdk.mqtt import MqttClient, MqttSettings, ReconnectPolicy

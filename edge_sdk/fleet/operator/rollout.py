@@ -1,11 +1,10 @@
-"""Staged rollout of a signed deployment over a fleet: a first wave, then a rate, an abort threshold.
+"""Running a staged rollout of a signed deployment over a fleet: a first wave, then a rate, an abort threshold.
 
     rollout_id = create_rollout(operator, store, envelope, first_wave=5, rate_per_min=60, abort_threshold=0.2)
     record = RolloutRunner(operator, store, rollout_id).run()
 
-How it goes:
-- targets are the devices of the registry that both the manifest's target and `selector` select
-  (online first), plus device ids named explicitly that were never seen (treated as offline);
+How it goes (`create_rollout`, in rollout_plan, chose the targets and their waves; rollout_outcomes says
+what a device's answers mean):
 - wave 0 (the first `first_wave` devices) is sent at once and must finish before anything else is
   sent; then devices are sent one at a time at `rate_per_min`, in waves of a minute's worth;
 - an online device gets a `deploy` command (chunks sent when it asks) and, once active, its retained
@@ -34,7 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edge_sdk.core.errors import ChunkSendError, CommandTimeoutError, EdgeSDKError
-from edge_sdk.fleet.operator.client import DeviceRecord, FleetOperator, manifest_of
+from edge_sdk.fleet.operator.client import DeviceRecord, FleetOperator
+from edge_sdk.fleet.operator.rollout_outcomes import outcome_of, reported_outcome
 from edge_sdk.fleet.operator.rollout_rollback import SigningKey, resolve_signing_key, restore_desired, roll_back_device
 from edge_sdk.fleet.operator.rollout_store import (
     VIA_COMMAND,
@@ -42,14 +42,9 @@ from edge_sdk.fleet.operator.rollout_store import (
     DeviceProgress,
     Outcome,
     RolloutRecord,
-    RolloutSpec,
     RolloutState,
     RolloutStore,
-    TargetDevice,
 )
-from edge_sdk.fleet.wire.manifest import TargetSelector
-from edge_sdk.fleet.wire.protocol import ACTIVATION_FAILED, HEALTH_FAILED, REFUSED, Response
-from edge_sdk.fleet.wire.signing import key_id, load_private_key
 from edge_sdk.mqtt import AckTimeoutError, MqttError
 
 log = logging.getLogger(__name__)
@@ -57,79 +52,7 @@ log = logging.getLogger(__name__)
 COMMAND = VIA_COMMAND
 DESIRED = VIA_DESIRED
 
-__all__ = ["RolloutRunner", "create_rollout", "outcome_of", "select_targets"]
-
-
-def select_targets(operator: FleetOperator, envelope: bytes, selector: TargetSelector | None) -> list[TargetDevice]:
-    """Devices both the manifest and `selector` select: online ones first, then by id."""
-    manifest = manifest_of(envelope)
-    chosen: list[DeviceRecord] = []
-    for record in operator.devices():
-        if record.presence is None or record.presence.profile is None:
-            continue  # only a last will seen: profile and labels unknown
-        identity = record.identity
-        if manifest.target.matches(identity) and (selector is None or selector.matches(identity)):
-            chosen.append(record)
-    chosen.sort(key=lambda r: (not r.online, r.device))
-    known = {r.device for r in operator.devices() if r.presence is not None and r.presence.profile is not None}
-    named = selector.device_ids if selector is not None and selector.device_ids else []
-    unseen = [DeviceRecord(name) for name in named if name not in known]
-    return [
-        TargetDevice(r.device, previous_version=r.active_version, previous_desired=r.desired_payload)
-        for r in chosen + unseen
-    ]
-
-
-def create_rollout(
-    operator: FleetOperator,
-    store: RolloutStore,
-    envelope: bytes,
-    *,
-    selector: TargetSelector | None = None,
-    first_wave: int = 1,
-    rate_per_min: float = 60.0,
-    abort_threshold: float = 0.2,
-    command_timeout_s: float = 30.0,
-    rollback_manifest: bytes | None = None,
-    artifacts_dir: Path | None = None,
-    rollout_id: str | None = None,
-    signing_key: SigningKey | None = None,
-) -> str:
-    """Choose the targets from the operator's registry (call `operator.settle()` first) and record the rollout.
-
-    Devices known from earlier runs (the store keeps their last facts) are selected while offline too.
-    Each device's version before the rollout is recorded (from its presence or reported state). With
-    `signing_key` (the operator's Ed25519 key, or its PEM file) a failing wave's devices are rolled back
-    with a rollback manifest signed for each; a key file's path is kept with the rollout so a restarted
-    operator finds it, a key object is not (give it to `RolloutRunner` / `roll_back_rollout` too).
-    """
-    manifest = manifest_of(envelope)
-    key_file = signing_key if isinstance(signing_key, Path) else None
-    key = load_private_key(signing_key) if isinstance(signing_key, Path) else signing_key
-    operator.remember(store.device_facts())
-    store.remember_devices(r.presence for r in operator.devices() if r.presence is not None and r.online)
-    if rollback_manifest is not None:
-        rollback = manifest_of(rollback_manifest)
-        if not rollback.rollback or rollback.version >= manifest.version:
-            raise ValueError(
-                f"expected a rollback manifest (rollback: true) below version {manifest.version}, "
-                f"got version {rollback.version} with rollback={rollback.rollback}"
-            )
-    spec = RolloutSpec(
-        manifest=envelope,
-        deployment_id=manifest.deployment_id,
-        version=manifest.version,
-        selector=selector or TargetSelector(),
-        first_wave=first_wave,
-        rate_per_min=rate_per_min,
-        abort_threshold=abort_threshold,
-        command_timeout_s=command_timeout_s,
-        rollback_manifest=rollback_manifest,
-        artifacts_dir=artifacts_dir,
-        rollback_key_file=key_file.resolve() if key_file is not None else None,
-        rollback_key_id=key_id(key.public_key()) if key is not None else None,
-    )
-    return store.create(spec, select_targets(operator, envelope, selector), rollout_id)
+__all__ = ["RolloutRunner"]
 
 
 @dataclass(frozen=True)
@@ -138,26 +61,6 @@ class _Result:
     outcome: Outcome
     reason: str | None
     rollback: bool = False
-
-
-def outcome_of(response: Response, version: int, record: DeviceRecord) -> tuple[Outcome, str | None]:
-    """A device's final answer to `deploy`, as a rollout outcome and a reason."""
-    if response.ok:
-        status = (response.result or {}).get("status")
-        if status == "active":
-            return Outcome.ACTIVE, None
-        return Outcome.FAILED, f"unexpected deploy result status {status!r}"
-    error = response.error
-    if error is None:
-        return Outcome.FAILED, "the device answered ok=false without an error"
-    text = f"{error.reason}{f' ({error.detail})' if error.detail else ''}: {error.message}"
-    if error.reason == REFUSED:
-        if error.detail == "replay" and record.active_version == version:
-            return Outcome.ACTIVE, None  # already running it (e.g. converged through its desired state)
-        return Outcome.REFUSED, text
-    if error.reason in (HEALTH_FAILED, ACTIVATION_FAILED):
-        return Outcome.FAILED, text
-    return Outcome.FAILED, text
 
 
 class RolloutRunner:
@@ -353,7 +256,7 @@ class RolloutRunner:
         if outcome is None:
             return
         if outcome in (Outcome.SENT, Outcome.TIMED_OUT) and device not in self._inflight:
-            resolved = self._from_reported(record)
+            resolved = reported_outcome(record, self.spec.version)
             if resolved is not None:
                 self._set(device, *resolved)
                 if outcome is Outcome.SENT:
@@ -367,21 +270,6 @@ class RolloutRunner:
             and self._aborted_wave is None
         ):
             self._send(device)
-
-    def _from_reported(self, record: DeviceRecord) -> tuple[Outcome, str | None] | None:
-        reported = record.reported
-        if reported is None or reported.last_deploy is None or reported.last_deploy.version != self.spec.version:
-            if reported is not None and reported.active_version == self.spec.version:
-                return Outcome.ACTIVE, "reported active"
-            return None
-        last = reported.last_deploy
-        if last.outcome == "pending":  # converging through desired state, waiting for inline chunks
-            return None
-        if last.outcome == "active":
-            return Outcome.ACTIVE, "reported active"
-        if last.outcome == "refused":
-            return Outcome.REFUSED, f"reported refused: {last.reason}"
-        return Outcome.FAILED, f"reported {last.outcome}: {last.reason}"
 
     def _set(self, device: str, outcome: Outcome, reason: str | None, via: str | None = None) -> None:
         self.store.set_outcome(self.rollout_id, device, outcome, reason, via)
