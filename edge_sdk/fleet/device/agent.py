@@ -9,65 +9,48 @@ Topics are `DeviceTopics(device_id)`. The agent subscribes (QoS 1) to `cmd`, `de
 `artifacts/<version>/<name>`; it publishes retained presence on `state` (with a retained offline last
 will), answers every command on `resp` with the command's correlation data, and keeps a retained
 reported state on `reported`. Commands are never retained: one with the retain flag is logged, not run.
-Every message is handled on one worker thread in arrival order, so paho's network thread never waits for
-an engine build, and a message that cannot be decoded or a handler that fails is answered or logged,
-never fatal.
+Every message is handled on the inbox's one worker thread in arrival order (agent_inbox.py), and a
+message that cannot be decoded or a handler that fails is answered (commands.py) or logged, never fatal.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import queue
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from edge_sdk import __version__
-from edge_sdk.core.errors import ArtifactError, ChunkError, ConfigError, FleetError
+from edge_sdk.core.errors import ArtifactError, ChunkError, ConfigError
 from edge_sdk.core.status import StatusEvent
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.fleet.device.agent_config import AgentConfig
+from edge_sdk.fleet.device.agent_inbox import AgentInbox
 from edge_sdk.fleet.device.agent_state import AgentState
 from edge_sdk.fleet.device.artifacts import ArtifactStore
-from edge_sdk.fleet.device.commands import COMMANDS, CommandError
+from edge_sdk.fleet.device.commands import answer
 from edge_sdk.fleet.device.deploy import Deployer, DeployResult
 from edge_sdk.fleet.device.pipelines import DEFAULT_START_TIMEOUT_S, PipelineStartError, PipelineSupervisor
 from edge_sdk.fleet.device.results_forwarder import ResultForwarder
 from edge_sdk.fleet.wire.manifest import DeviceIdentity
 from edge_sdk.fleet.wire.protocol import (
-    BAD_REQUEST,
-    INTERNAL,
-    UNKNOWN_COMMAND,
     DesiredState,
     LastDeploy,
     Presence,
     ProtocolError,
     ReportedState,
     Response,
-    decode_command,
     decode_desired,
     encode_message,
     encode_response,
-    error_response,
     offline_presence,
     utc_now,
 )
 from edge_sdk.fleet.wire.signing import load_trusted_keys
-from edge_sdk.mqtt import (
-    AckTimeoutError,
-    ConnectionEvent,
-    ConnectionState,
-    Message,
-    MessageHandler,
-    MqttClient,
-    MqttError,
-    MqttSettings,
-    Will,
-)
+from edge_sdk.mqtt import Message, MqttClient, MqttError, MqttSettings, Will
 from edge_sdk.mqtt.topics import DeviceTopics
 from edge_sdk.profiles import DeviceProfile, ProfileCatalog
 from edge_sdk.sinks.agent import OUTBOX_ENV
@@ -77,12 +60,6 @@ log = logging.getLogger(__name__)
 STOP_TIMEOUT_S = 5.0
 RESULTS_OUTBOX = "results-outbox.sqlite"
 """The outbox of `type: agent` sinks, in the store folder (see edge_sdk.sinks.agent)."""
-
-
-@dataclass(frozen=True)
-class _Work:
-    kind: str  # "command" | "desired" | "chunk" | "connected" | "converge" | "facts" | "pipelines" | "stop"
-    message: Message | None = None
 
 
 class Agent:
@@ -105,12 +82,11 @@ class Agent:
         self._profile = profile or self._catalog.resolve(self.state.profile or config.profile)
         self._now = now
         cache = EngineCache(config.engine_cache_dir) if config.engine_cache_dir else None
-        self._queue: queue.Queue[_Work] = queue.Queue()
         self.pipelines = PipelineSupervisor(
             self.store,
             lambda: self._profile,
             cache,
-            on_change=lambda: self._queue.put(_Work("facts")),
+            on_change=lambda: self.inbox.submit("facts", self._publish_facts),
             on_status=self._pipeline_status,
             environment={OUTBOX_ENV: str(config.store_dir / RESULTS_OUTBOX)},
         )
@@ -124,47 +100,31 @@ class Agent:
             on_activated=self._restart_pipelines,
         )
         self.client = client(self._settings())
+        self.inbox = AgentInbox(
+            self.client, name=f"edge-agent-{config.device_id}", max_chunk_bytes=config.max_pending_chunk_bytes
+        )
         self.results = ResultForwarder(
             config.store_dir / RESULTS_OUTBOX, self.client, self.topics, config.max_outbox_results
         )
-        self._chunk_bytes = 0
-        self._chunk_lock = threading.Lock()
         self._desired: DesiredState | None = None
         self._online_since = now()
-        self._worker: threading.Thread | None = None
-        self._remove_listener: Callable[[], None] | None = None
-        self.handled = 0
-        """Messages handled by the worker (tests wait on it)."""
 
     # ---------------------------------------------------------------- lifecycle
     def start(self) -> None:
         """Start the worker, connect in the background and subscribe (renewed on every reconnect)."""
-        self._worker = threading.Thread(target=self._work, name=f"edge-agent-{self.config.device_id}", daemon=True)
-        self._worker.start()
-        self._queue.put(_Work("pipelines"))
-        self._remove_listener = self.client.add_listener(self._on_connection)
+        self.inbox.start()
+        self.inbox.submit("pipelines", self._sync_pipelines)
+        self.inbox.on_connected(self._on_connected)
         self.client.start()
         self.results.start()
-        self._subscribe(self.topics.cmd, self._enqueue("command"))
-        self._subscribe(self.topics.desired, self._enqueue("desired"))
-        self._subscribe(self.topics.artifacts("#"), self._on_chunk)
+        self.inbox.subscribe(self.topics.cmd, "command", self._command)
+        self.inbox.subscribe(self.topics.desired, "desired", self._on_desired)
+        self.inbox.subscribe_chunks(self.topics.artifacts("#"), self._chunk)
         log.info("agent %s started (profile %s)", self.config.device_id, self._profile.name)
-
-    def _subscribe(self, topic_filter: str, handler: MessageHandler) -> None:
-        """A broker that is slow or drops the link while the agent starts must not stop it: an unacknowledged
-        subscription is kept and sent again on the next connect."""
-        try:
-            self.client.subscribe(topic_filter, handler, qos=1)
-        except AckTimeoutError as exc:
-            log.warning("%s; it is sent again when the connection comes back", exc)
 
     def stop(self) -> None:
         """Publish offline presence (retained), disconnect cleanly, stop the worker."""
-        if self._remove_listener is not None:
-            self._remove_listener()
-        self._queue.put(_Work("stop"))
-        if self._worker is not None:
-            self._worker.join(STOP_TIMEOUT_S)
+        self.inbox.stop(STOP_TIMEOUT_S)
         self.pipelines.stop_all()
         self.results.stop()
         if self.client.is_connected:
@@ -261,7 +221,7 @@ class Agent:
         self.state.save()
         self._publish_facts()
 
-    # ---------------------------------------------------------------- MQTT side (paho's thread)
+    # ---------------------------------------------------------------- MQTT
     def _settings(self) -> MqttSettings:
         settings = self.config.broker
         update: dict[str, Any] = {
@@ -271,92 +231,17 @@ class Agent:
             update["client_id"] = self.config.device_id
         return settings.model_copy(update=update)
 
-    def _enqueue(self, kind: str) -> Callable[[Message], None]:
-        def handler(message: Message) -> None:
-            self._queue.put(_Work(kind, message))
-
-        return handler
-
-    def _on_chunk(self, message: Message) -> None:
-        size = len(message.payload)
-        with self._chunk_lock:
-            if self._chunk_bytes + size > self.config.max_pending_chunk_bytes:
-                log.warning("dropped a chunk on %s: %d chunk bytes already wait", message.topic, self._chunk_bytes)
-                return
-            self._chunk_bytes += size
-        self._queue.put(_Work("chunk", message))
-
-    def _on_connection(self, event: ConnectionEvent) -> None:
-        if event.state is ConnectionState.CONNECTED:
-            self._queue.put(_Work("connected"))
-
-    # ---------------------------------------------------------------- the worker
-    def _work(self) -> None:
-        while True:
-            work = self._queue.get()
-            if work.kind == "stop":
-                return
-            try:
-                self._handle(work)
-            except Exception:  # the agent outlives any one message
-                log.exception("agent: handling a %s message failed", work.kind)
-            finally:
-                self.handled += 1
-
-    def _handle(self, work: _Work) -> None:
-        if work.kind == "facts":
-            self._publish_facts()
-        elif work.kind == "pipelines":
-            self._sync_pipelines()
-        elif work.kind == "connected":
-            self._online_since = self._now()
-            self._publish_facts()
-            self._converge()
-        elif work.kind == "converge":
-            self._converge()
-        elif work.message is None:
-            return
-        elif work.kind == "command":
-            self._command(work.message)
-        elif work.kind == "desired":
-            self._on_desired(work.message)
-        elif work.kind == "chunk":
-            try:
-                self._chunk(work.message)
-            finally:
-                with self._chunk_lock:
-                    self._chunk_bytes -= len(work.message.payload)
+    # ---------------------------------------------------------------- the worker's jobs
+    def _on_connected(self) -> None:
+        self._online_since = self._now()
+        self._publish_facts()
+        self._converge()
 
     def _command(self, message: Message) -> None:
         if message.retain:  # commands are not retained by design: a retained one would run at every restart
             log.warning("ignored a retained command on %s; clear it with an empty retained message", message.topic)
             return
-        try:
-            command = decode_command(message.payload, max_bytes=self.config.max_command_bytes)
-        except ProtocolError as exc:
-            log.warning("refused a command: %s", exc)
-            self._respond(message, error_response(None, self.config.device_id, BAD_REQUEST, str(exc), exc.reason))
-            return
-        handler = COMMANDS.get(command.name)
-        device = self.config.device_id
-        if handler is None:
-            known = ", ".join(sorted(COMMANDS))
-            response = error_response(
-                command, device, UNKNOWN_COMMAND, f"expected one of {known}, got {command.name!r}"
-            )
-        else:
-            try:
-                result = handler(self, command.args)
-                response = Response(id=command.id, device=device, name=command.name, ok=True, result=result)
-            except CommandError as exc:
-                response = error_response(command, device, exc.reason, str(exc), exc.detail)
-                response = response.model_copy(update={"result": exc.result})
-            except FleetError as exc:
-                response = error_response(command, device, BAD_REQUEST, str(exc), exc.reason)
-            except Exception as exc:
-                log.exception("command %s failed", command.name)
-                response = error_response(command, device, INTERNAL, f"{type(exc).__name__}: {exc}")
-        self._respond(message, response)
+        self._respond(message, answer(self, message.payload))
 
     def _respond(self, message: Message, response: Response) -> None:
         correlation = message.correlation_data
