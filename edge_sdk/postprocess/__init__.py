@@ -4,27 +4,33 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
-from .base import Postprocessor
-from .classification import ClassificationPostprocessor, ClassificationSpec
-from .custom import CallablePostprocessor, CallableSpec
-from .ssd import SsdPostprocessor, SsdSpec
-from .yolo import YoloPostprocessor, YoloSpec
+from edge_sdk.core.kinds import kinds_of
+
+from .base import Postprocessor, PostprocessSpecBase
+from .classification import ClassificationSpec
+from .custom import CallableSpec
+from .ssd import SsdSpec
+from .yolo import YoloSpec
 
 AnyPostprocessSpec = SsdSpec | ClassificationSpec | YoloSpec | CallableSpec
+"""Every kind of post-processor, declared once: the pipeline file's union, the names and the lookup come from it."""
 PostprocessSpec = Annotated[AnyPostprocessSpec, Field(discriminator="type")]
 
-POSTPROCESSORS: dict[str, type[Postprocessor]] = {
-    "ssd": SsdPostprocessor,
-    "classification": ClassificationPostprocessor,
-    "yolo": YoloPostprocessor,
-    "callable": CallablePostprocessor,
-}
+POSTPROCESSORS: dict[str, type[BaseModel]] = kinds_of(AnyPostprocessSpec)
+"""Post-processor specs by their `type:` name."""
 
 
 def build_postprocessor(spec: AnyPostprocessSpec) -> Postprocessor:
-    return POSTPROCESSORS[spec.type](spec)  # type: ignore[call-arg]
+    return spec.build()
 
 
-__all__ = ["POSTPROCESSORS", "AnyPostprocessSpec", "PostprocessSpec", "Postprocessor", "build_postprocessor"]
+__all__ = [
+    "POSTPROCESSORS",
+    "AnyPostprocessSpec",
+    "PostprocessSpec",
+    "PostprocessSpecBase",
+    "Postprocessor",
+    "build_postprocessor",
+]

@@ -6,6 +6,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict
 
 from edge_sdk.core.errors import ModelError
 from edge_sdk.core.geometry import InputGeometry
@@ -30,6 +31,16 @@ class Postprocessor(ABC):
                 f"post-processor expects model outputs {missing}, the model has {sorted(names)} "
                 "(set the output names under postprocess:)"
             )
+
+
+class PostprocessSpecBase(BaseModel):
+    """A post-processor's settings in the pipeline file (`type:` picks the kind)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @abstractmethod
+    def build(self) -> Postprocessor:
+        """The post-processor these settings describe."""
 
 
 def label_for(labels: Sequence[str], class_id: int) -> str:

@@ -6,23 +6,24 @@ from collections.abc import Mapping, Sequence
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from edge_sdk.core.geometry import InputGeometry
 from edge_sdk.core.results import Classification, FrameMeta, Result
 
-from .base import Postprocessor, label_for
+from .base import Postprocessor, PostprocessSpecBase, label_for
 
 
-class ClassificationSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class ClassificationSpec(PostprocessSpecBase):
     type: Literal["classification"] = Field(description="Top-k classes from one score vector per frame.")
     output: str = Field(description="Model output with [N, classes] scores.")
     top_k: int = Field(1, ge=1, description="How many classes to report per frame.")
     softmax: bool = Field(False, description="Apply softmax first (the model outputs logits).")
     score_threshold: float = Field(0.0, ge=0.0, le=1.0, description="Drop classes scoring below this.")
     labels: list[str] = Field(default_factory=list, description="Class names by class id.")
+
+    def build(self) -> ClassificationPostprocessor:
+        return ClassificationPostprocessor(self)
 
 
 class ClassificationPostprocessor(Postprocessor):

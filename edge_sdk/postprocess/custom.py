@@ -7,21 +7,19 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from edge_sdk.core.errors import ConfigError
 from edge_sdk.core.geometry import InputGeometry
 from edge_sdk.core.import_path import ImportPath, resolve_callable
 from edge_sdk.core.results import Detection, FrameMeta, Result
 
-from .base import Postprocessor
+from .base import Postprocessor, PostprocessSpecBase
 
 PostprocessFunction = Callable[[Mapping[str, np.ndarray], FrameMeta, InputGeometry], object]
 
 
-class CallableSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class CallableSpec(PostprocessSpecBase):
     type: Literal["callable"] = Field(description="Call a Python function of your own on each frame's outputs.")
     function: ImportPath = Field(
         description="'package.module:function', importable where the pipeline runs; called as "
@@ -30,6 +28,9 @@ class CallableSpec(BaseModel):
     outputs: list[str] = Field(
         default_factory=list, description="Model outputs the function reads; checked against the model at start."
     )
+
+    def build(self) -> CallablePostprocessor:
+        return CallablePostprocessor(self)
 
 
 class CallablePostprocessor(Postprocessor):

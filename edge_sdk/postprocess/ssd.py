@@ -15,23 +15,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from edge_sdk.core.errors import ConfigError, ModelError
 from edge_sdk.core.geometry import InputGeometry
 from edge_sdk.core.results import Detection, FrameMeta, Result
 from edge_sdk.core.tensor_meta import TensorMeta
 
-from .base import Postprocessor, label_for
+from .base import Postprocessor, PostprocessSpecBase, label_for
 from .ssd_decode import BOX_ENCODINGS, CLASS_SCORES, SsdDecoder
 
 if TYPE_CHECKING:
     from edge_sdk.graph.ssd_decoding import SsdDecoding
 
 
-class SsdSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class SsdSpec(PostprocessSpecBase):
     type: Literal["ssd"] = Field(description="Boxes, scores and classes already filtered by NMS in the graph.")
     boxes: str = Field(
         "detection_boxes:0", description="Output with [N, K, 4] boxes normalised to the model input (0..1)."
@@ -56,6 +54,9 @@ class SsdSpec(BaseModel):
         description="decode: sdk: the uncut ONNX model whose graph holds the anchors and NMS settings; null = "
         "the pipeline's model.path (filled in when the pipeline loads).",
     )
+
+    def build(self) -> SsdPostprocessor:
+        return SsdPostprocessor(self)
 
 
 class SsdPostprocessor(Postprocessor):

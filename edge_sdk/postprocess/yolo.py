@@ -13,23 +13,21 @@ from collections.abc import Mapping, Sequence
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from edge_sdk.core.errors import ModelError
 from edge_sdk.core.geometry import InputGeometry
 from edge_sdk.core.results import Detection, FrameMeta, Result
 from edge_sdk.core.tensor_meta import TensorMeta
 
-from .base import Postprocessor, label_for
+from .base import Postprocessor, PostprocessSpecBase, label_for
 from .nms import nms
 
 _SCORE_SLACK = 1e-3
 """How far above 1 a probability may stray (fp16 rounding) before the output is called not-probabilities."""
 
 
-class YoloSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class YoloSpec(PostprocessSpecBase):
     type: Literal["yolo"] = Field(description="Decode a raw YOLO head (box and class scores per anchor), then NMS.")
     version: Literal["v8", "v5"] = Field(
         "v8",
@@ -49,6 +47,9 @@ class YoloSpec(BaseModel):
         default_factory=list,
         description="Class names by class id; when given, the output must have exactly this many classes.",
     )
+
+    def build(self) -> YoloPostprocessor:
+        return YoloPostprocessor(self)
 
 
 class YoloPostprocessor(Postprocessor):

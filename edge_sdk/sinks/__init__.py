@@ -2,49 +2,38 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import Annotated, Any
+from collections.abc import Iterable
+from typing import Annotated
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
-from .agent import AgentSink, AgentSinkSpec, outbox_from_environment
-from .base import Sink
-from .callable import CallableSink, CallableSinkSpec
+from edge_sdk.core.kinds import kinds_of
+
+from .agent import AgentSinkSpec
+from .base import Sink, SinkSpecBase
+from .callable import CallableSinkSpec
 from .fanout import SinkFanout
-from .jsonl import JsonlSink, JsonlSinkSpec
-from .mqtt import MqttSink, MqttSinkSpec
-from .stdout import StdoutSink, StdoutSinkSpec
-from .video import VideoSink, VideoSinkSpec
+from .jsonl import JsonlSinkSpec
+from .mqtt import MqttSinkSpec
+from .stdout import StdoutSinkSpec
+from .video import VideoSinkSpec
 
-SinkSpec = Annotated[
-    JsonlSinkSpec | StdoutSinkSpec | VideoSinkSpec | MqttSinkSpec | CallableSinkSpec | AgentSinkSpec,
-    Field(discriminator="type"),
-]
+AnySinkSpec = JsonlSinkSpec | StdoutSinkSpec | VideoSinkSpec | MqttSinkSpec | CallableSinkSpec | AgentSinkSpec
+"""Every kind of sink, declared once: the pipeline file's union, the names and the lookup come from it."""
+SinkSpec = Annotated[AnySinkSpec, Field(discriminator="type")]
 
-SinkFactory = Callable[[Any, str], Sink]
-"""(spec, pipeline name) -> sink."""
-
-SINKS: dict[str, SinkFactory] = {
-    "jsonl": lambda spec, _pipeline: JsonlSink(spec.path, append=spec.append),
-    "stdout": lambda spec, _pipeline: StdoutSink(every=spec.every),
-    "video": lambda spec, _pipeline: VideoSink(spec.path, fps=spec.fps, codec=spec.codec),
-    "mqtt": lambda spec, pipeline: MqttSink.from_spec(spec, pipeline_name=pipeline),
-    "callable": lambda spec, _pipeline: CallableSink(spec.function),
-    "agent": lambda spec, pipeline: AgentSink.from_spec(spec, pipeline_name=pipeline),
-}
+SINKS: dict[str, type[BaseModel]] = kinds_of(AnySinkSpec)
+"""Sink specs by their `type:` name."""
 
 
-def create_sink(
-    spec: JsonlSinkSpec | StdoutSinkSpec | VideoSinkSpec | MqttSinkSpec | CallableSinkSpec | AgentSinkSpec,
-    pipeline_name: str = "pipeline",
-) -> Sink:
-    return SINKS[spec.type](spec, pipeline_name)
+def create_sink(spec: AnySinkSpec, pipeline_name: str = "pipeline") -> Sink:
+    return spec.build(pipeline_name)
 
 
-def check_sinks(specs: Iterable[Any]) -> None:
+def check_sinks(specs: Iterable[SinkSpecBase]) -> None:
     """Fail before a pipeline starts when a sink cannot work here (SinkError), e.g. an agent sink outside an agent."""
-    if any(spec.type == "agent" for spec in specs):
-        outbox_from_environment()
+    for spec in specs:
+        spec.check()
 
 
-__all__ = ["SINKS", "Sink", "SinkFanout", "SinkSpec", "check_sinks", "create_sink"]
+__all__ = ["SINKS", "AnySinkSpec", "Sink", "SinkFanout", "SinkSpec", "SinkSpecBase", "check_sinks", "create_sink"]

@@ -25,12 +25,12 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from edge_sdk.core.errors import SinkError
 from edge_sdk.core.results import Result
 
-from .base import Sink
+from .base import Sink, SinkSpecBase
 
 log = logging.getLogger(__name__)
 
@@ -139,14 +139,19 @@ def outbox_from_environment() -> Path:
     return outbox
 
 
-class AgentSinkSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class AgentSinkSpec(SinkSpecBase):
     type: Literal["agent"] = Field(
         description="Hand each result to the device agent, which publishes it to "
         "edge/<device>/results/<pipeline>/<source> (only in pipelines the agent runs)."
     )
     include_empty: bool = Field(False, description="Also hand over frames with no detections and no classifications.")
+
+    def build(self, pipeline_name: str) -> AgentSink:
+        return AgentSink.from_spec(self, pipeline_name=pipeline_name)
+
+    def check(self) -> None:
+        """Only inside a device agent: it gives the sink its outbox."""
+        outbox_from_environment()
 
 
 class AgentSink(Sink):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict
 
 from edge_sdk.core.results import Result
 
@@ -25,3 +26,20 @@ class Sink(ABC):
 
     def close(self) -> None:  # noqa: B027
         """Flush and release; called once, also after a failure."""
+
+
+class SinkSpecBase(BaseModel):
+    """A sink's settings in the pipeline file (`type:` picks the kind) and what the runtime asks of them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @abstractmethod
+    def build(self, pipeline_name: str) -> Sink:
+        """The sink these settings describe, for the pipeline named `pipeline_name`."""
+
+    def after_restart(self, restart: int) -> SinkSpecBase:
+        """The settings for the `restart`-th output process after a crash; the same by default."""
+        return self
+
+    def check(self) -> None:
+        """Raise SinkError, before a pipeline starts, when the sink cannot work on this host."""

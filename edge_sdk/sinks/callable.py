@@ -6,24 +6,25 @@ from collections.abc import Callable
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from edge_sdk.core.import_path import ImportPath, resolve_callable
 from edge_sdk.core.results import Result
 
-from .base import Sink
+from .base import Sink, SinkSpecBase
 
 SinkFunction = Callable[[Result, np.ndarray], object]
 
 
-class CallableSinkSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class CallableSinkSpec(SinkSpecBase):
     type: Literal["callable"] = Field(description="Call a Python function of your own with each result.")
     function: ImportPath = Field(
         description="'package.module:function' (the attribute may be dotted), importable where the pipeline runs; "
         "called as function(result, image) with the Result and the frame's BGR pixels (do not keep or modify them).",
     )
+
+    def build(self, pipeline_name: str) -> CallableSink:
+        return CallableSink(self.function)
 
 
 class CallableSink(Sink):

@@ -7,22 +7,27 @@ from pathlib import Path
 from typing import IO, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from edge_sdk.core.errors import SinkError
 from edge_sdk.core.results import Result
 
-from .base import Sink
+from .base import Sink, SinkSpecBase
 
 RESUME_TAIL_BYTES = 4 * 1024 * 1024
 
 
-class JsonlSinkSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class JsonlSinkSpec(SinkSpecBase):
     type: Literal["jsonl"] = Field(description="Append results to a JSON Lines file.")
     path: Path = Field(description="Output file; relative to the pipeline file.")
     append: bool = Field(False, description="Keep earlier lines instead of starting the file anew.")
+
+    def build(self, pipeline_name: str) -> JsonlSink:
+        return JsonlSink(self.path, append=self.append)
+
+    def after_restart(self, restart: int) -> JsonlSinkSpec:
+        """A restarted output stage appends to the file (and skips what it already holds)."""
+        return self.model_copy(update={"append": True})
 
 
 class JsonlSink(Sink):

@@ -5,8 +5,8 @@ QoS 1/2 messages wait in that queue up to `max_queued` and are sent after the au
 beyond the bound (and for QoS 0, which paho does not queue) results are dropped, counted and logged.
 A disk spool for long outages is not part of this sink yet.
 
-The pipeline name fills `{pipeline}` in the topic: pass it as `pipeline_name`. The registry factory
-(`SINKS["mqtt"]`) receives only the spec, so there it is "pipeline" until the runtime passes the name.
+The pipeline name fills `{pipeline}` in the topic: the runtime passes it to `MqttSinkSpec.build`
+(`from_spec` defaults it to "pipeline").
 Paths inside `broker` (TLS files, password_file) are used as written: relative ones start from the
 working directory, not from the pipeline file.
 """
@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
 from edge_sdk.core.errors import ConfigError, SinkError
 from edge_sdk.core.results import Result
@@ -34,7 +34,7 @@ from edge_sdk.mqtt import (
     QueueFullError,
 )
 
-from .base import Sink
+from .base import Sink, SinkSpecBase
 
 log = logging.getLogger(__name__)
 
@@ -81,9 +81,7 @@ def _topic_safe(value: str) -> str:
     return value.replace("/", "_").replace("+", "_").replace("#", "_").replace("\0", "_")
 
 
-class MqttSinkSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class MqttSinkSpec(SinkSpecBase):
     type: Literal["mqtt"] = Field(description="Publish each result as JSON to an MQTT broker.")
     broker: MqttSettings = Field(
         default_factory=MqttSettings,
@@ -115,6 +113,9 @@ class MqttSinkSpec(BaseModel):
         except ConfigError as exc:
             raise ValueError(str(exc)) from None
         return value
+
+    def build(self, pipeline_name: str) -> MqttSink:
+        return MqttSink.from_spec(self, pipeline_name=pipeline_name)
 
 
 @dataclass(frozen=True)

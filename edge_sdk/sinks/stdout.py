@@ -6,18 +6,19 @@ import sys
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from edge_sdk.core.results import Result
 
-from .base import Sink
+from .base import Sink, SinkSpecBase
 
 
-class StdoutSinkSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class StdoutSinkSpec(SinkSpecBase):
     type: Literal["stdout"] = Field(description="Print one line per frame.")
     every: int = Field(1, ge=1, le=1_000_000, strict=True, description="Print every N-th frame only; 1..1000000.")
+
+    def build(self, pipeline_name: str) -> StdoutSink:
+        return StdoutSink(every=self.every)
 
 
 class StdoutSink(Sink):

@@ -6,25 +6,31 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from edge_sdk.annotate import draw_result
 from edge_sdk.core.errors import SinkError
 from edge_sdk.core.opencv import import_cv2
 from edge_sdk.core.results import Result
 
-from .base import Sink
+from .base import Sink, SinkSpecBase
 
 
-class VideoSinkSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class VideoSinkSpec(SinkSpecBase):
     type: Literal["video"] = Field(description="Write frames with boxes and labels drawn to a video file.")
     path: Path = Field(description="Output file (.mp4 or .avi); relative to the pipeline file.")
     fps: float = Field(
         30.0, gt=0, le=1000, strict=True, description="Frame rate written into the file; 0 < fps <= 1000."
     )
     codec: str = Field("mp4v", min_length=4, max_length=4, description="FourCC, e.g. mp4v, MJPG, XVID.")
+
+    def build(self, pipeline_name: str) -> VideoSink:
+        return VideoSink(self.path, fps=self.fps, codec=self.codec)
+
+    def after_restart(self, restart: int) -> VideoSinkSpec:
+        """An mp4 cannot be appended to: a restarted output stage writes name.partN.mp4."""
+        path = self.path
+        return self.model_copy(update={"path": path.with_name(f"{path.stem}.part{restart}{path.suffix}")})
 
 
 class VideoSink(Sink):

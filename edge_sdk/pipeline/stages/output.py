@@ -43,15 +43,8 @@ class OutputPlan:
     def after_crash(self, restart: int) -> OutputPlan:
         """The plan of the output stage's `restart`-th process: files are appended to (JSONL), or
         continued in a new part (an mp4 cannot be appended to: name.partN.mp4)."""
-        sinks = []
-        for spec in self.sinks:
-            if spec.type == "jsonl":
-                spec = spec.model_copy(update={"append": True})
-            elif spec.type == "video":
-                path = spec.path
-                spec = spec.model_copy(update={"path": path.with_name(f"{path.stem}.part{restart}{path.suffix}")})
-            sinks.append(spec)
-        return dataclasses.replace(self, sinks=tuple(sinks), resumed=True)
+        sinks = tuple(spec.after_restart(restart) for spec in self.sinks)
+        return dataclasses.replace(self, sinks=sinks, resumed=True)
 
 
 def run_output(plan: OutputPlan) -> None:
