@@ -131,3 +131,12 @@ def test_kinds_of_refuses_a_member_without_a_type_literal_and_a_name_declared_tw
         kinds_of(JsonlSinkSpec | Untyped)
     with pytest.raises(TypeError, match="kind 'jsonl' is declared twice"):
         kinds_of(JsonlSinkSpec | SecondJsonl)
+
+
+def test_every_fleet_command_the_protocol_names_has_a_handler_on_the_device_and_no_other() -> None:
+    from edge_sdk.fleet.device.commands import COMMANDS
+    from edge_sdk.fleet.wire.protocol import COMMAND_NAMES
+
+    assert sorted(COMMANDS) == sorted(COMMAND_NAMES), (
+        "a command is declared in wire/protocol.py and handled in device/commands.py"
+    )
