@@ -78,7 +78,7 @@ class ModelFile:
     opset: int
 
     @classmethod
-    def load(cls, path: Path) -> ModelFile:
+    def load(cls, path: str | os.PathLike[str]) -> ModelFile:
         """Read and parse `path`; a missing, empty, oversized, undecodable file or one that is not a
         regular file (a device, a folder, a FIFO) raises `ModelError` (see `read_model_bytes`).
 
@@ -86,6 +86,7 @@ class ModelFile:
         """
         import onnx
 
+        path = Path(path)
         data = read_model_bytes(path)
         if not data:
             raise ModelError(f"model file is empty: {path}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import time
 from dataclasses import dataclass, replace
@@ -79,7 +80,7 @@ class PreparedEngine:
 
 
 def prepare_engine(
-    model: Path | ModelFile,
+    model: str | os.PathLike[str] | ModelFile,
     profile: DeviceProfile,
     precision: Precision | None = None,
     cache: EngineCache | None = None,

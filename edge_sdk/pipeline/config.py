@@ -269,6 +269,7 @@ def _rebase_paths(value: Any, rebase: Callable[[Path], Path]) -> Any:
     return value
 
 
-def load_pipeline(path: Path) -> PipelineConfig:
+def load_pipeline(path: str | os.PathLike[str]) -> PipelineConfig:
     """Load and validate a pipeline file; relative paths in it start from its folder."""
+    path = Path(path)
     return load_yaml_model(path, PipelineConfig).resolved(path.resolve().parent)

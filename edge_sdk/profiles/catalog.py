@@ -72,3 +72,14 @@ class ProfileCatalog:
     def resolve(self, name: str | None, facts: HostFacts | None = None) -> DeviceProfile:
         """The named profile, or the detected one when no name is given."""
         return self.load(name) if name else self.detect(facts)
+
+
+def detect_profile(directory: Path | None = None) -> DeviceProfile:
+    """The profile that fits this host best (the highest priority whose detection rule matches), from
+    `directory` or the shipped `device_profiles/`."""
+    return ProfileCatalog(directory).detect()
+
+
+def load_profile(name: str, directory: Path | None = None) -> DeviceProfile:
+    """The profile `name` (e.g. "x86-cpu"), from `directory` or the shipped `device_profiles/`."""
+    return ProfileCatalog(directory).load(name)
