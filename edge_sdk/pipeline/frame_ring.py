@@ -153,7 +153,12 @@ class FrameRing:
         return self._frames[slot, :height, :width]
 
     def commit(self, slot: int, seq: int, height: int, width: int, timestamp: float) -> None:
+        """Publish the frame written into `slot` (acquired with acquire_for_write) to the readers."""
         with self.lock:
+            if self._state[slot] != SlotState.WRITING:
+                raise EdgeSDKError(
+                    f"ring {self.name}: slot {slot} is {SlotState(int(self._state[slot])).name}, not being written"
+                )
             self._seq[slot] = seq
             self._height[slot] = height
             self._width[slot] = width
@@ -175,7 +180,7 @@ class FrameRing:
         where older waiting frames are stale and are dropped and counted)."""
         with self.lock:
             ready = np.flatnonzero(self._state == SlotState.READY)
-            if not ready.size:
+            if not ready.size or limit <= 0:
                 return []
             order = ready[np.argsort(self._seq[ready])]
             if newest:
@@ -223,8 +228,11 @@ class FrameRing:
             return True
 
     def release(self, slot: int, delivered: bool = False) -> None:
-        """Free a slot; `delivered` counts its frame as having reached the sinks."""
+        """Free a slot; `delivered` counts its frame as having reached the sinks. A slot already free
+        (released twice) is left as it is and counts nothing."""
         with self.lock:
+            if self._state[slot] == SlotState.FREE:
+                return
             self._state[slot] = SlotState.FREE
             self._owner[slot] = -1
             if delivered:
@@ -306,7 +314,9 @@ class FrameRing:
             return {state.name.lower(): int((self._state == state).sum()) for state in SlotState}
 
     def close(self) -> None:
-        """Detach; the creator also unlinks the segment."""
+        """Detach; the creator also unlinks the segment. Closing twice does nothing."""
+        if not hasattr(self, "_frames"):
+            return
         # numpy views keep the buffer exported; drop them before closing the mapping.
         del self._state, self._owner, self._seq, self._height, self._width, self._timestamp, self._counters
         del self._frames

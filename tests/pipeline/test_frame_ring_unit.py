@@ -427,3 +427,37 @@ def test_ring_when_written_by_another_process_delivers_every_frame_intact_in_ord
         ring.close()
     assert not path.exists(), "no segment is left in /dev/shm"
     assert ring.name not in segments_of(os.getpid())
+
+
+# -- refusals of out-of-order calls ------------------------------------------------------------------
+
+
+def test_commit_of_a_slot_not_being_written_is_refused_and_changes_nothing(ring: FrameRing) -> None:
+    slot = _write(ring, 0)  # READY now
+    with pytest.raises(EdgeSDKError, match=f"slot {slot} is READY, not being written"):
+        ring.commit(slot, 9, 6, 8, 0.0)
+    with pytest.raises(EdgeSDKError, match="not being written"):
+        ring.commit(3, 9, 6, 8, 0.0)  # FREE
+    assert [info.seq for info in ring.take_ready(WORKER, newest=False, limit=4)] == [0]
+    assert ring.written == 1
+
+
+def test_release_of_a_free_slot_counts_no_delivery(ring: FrameRing) -> None:
+    slot = _write(ring, 0)
+    [info] = ring.take_ready(WORKER, newest=False, limit=1)
+    ring.release(info.slot, delivered=True)
+    ring.release(slot, delivered=True)  # a second release of the same slot
+    assert ring.delivered == 1
+
+
+def test_take_ready_with_a_limit_of_zero_claims_nothing(ring: FrameRing) -> None:
+    _write(ring, 0)
+    assert ring.take_ready(WORKER, newest=True, limit=0) == []
+    assert ring.take_ready(WORKER, newest=False, limit=0) == []
+    assert [info.seq for info in ring.take_ready(WORKER, newest=True, limit=1)] == [0]
+
+
+def test_close_twice_does_nothing_the_second_time() -> None:
+    ring = FrameRing.create(LAYOUT, new_run_token())
+    ring.close()
+    ring.close()
