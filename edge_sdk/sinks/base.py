@@ -6,6 +6,7 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
+from typing_extensions import Self
 
 from edge_sdk.core.results import Result
 
@@ -37,7 +38,7 @@ class SinkSpecBase(BaseModel):
     def build(self, pipeline_name: str) -> Sink:
         """The sink these settings describe, for the pipeline named `pipeline_name`."""
 
-    def after_restart(self, restart: int) -> SinkSpecBase:
+    def after_restart(self, restart: int) -> Self:
         """The settings for the `restart`-th output process after a crash; the same by default."""
         return self
 

@@ -8,6 +8,7 @@ from typing import IO, Literal
 
 import numpy as np
 from pydantic import Field
+from typing_extensions import Self
 
 from edge_sdk.core.errors import SinkError
 from edge_sdk.core.results import Result
@@ -25,7 +26,7 @@ class JsonlSinkSpec(SinkSpecBase):
     def build(self, pipeline_name: str) -> JsonlSink:
         return JsonlSink(self.path, append=self.append)
 
-    def after_restart(self, restart: int) -> JsonlSinkSpec:
+    def after_restart(self, restart: int) -> Self:
         """A restarted output stage appends to the file (and skips what it already holds)."""
         return self.model_copy(update={"append": True})
 

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
+from typing_extensions import Self
 
 from edge_sdk.annotate import draw_result
 from edge_sdk.core.errors import SinkError
@@ -27,7 +28,7 @@ class VideoSinkSpec(SinkSpecBase):
     def build(self, pipeline_name: str) -> VideoSink:
         return VideoSink(self.path, fps=self.fps, codec=self.codec)
 
-    def after_restart(self, restart: int) -> VideoSinkSpec:
+    def after_restart(self, restart: int) -> Self:
         """An mp4 cannot be appended to: a restarted output stage writes name.partN.mp4."""
         path = self.path
         return self.model_copy(update={"path": path.with_name(f"{path.stem}.part{restart}{path.suffix}")})
