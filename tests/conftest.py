@@ -10,8 +10,10 @@ from edge_sdk.core.opencv import import_cv2
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.profiles import DeviceProfile, ProfileCatalog
 from edge_sdk.sources.synthetic import PanZoomSource
+from tools.harness import onnx_models
 
-from . import onnx_models
+pytest_plugins = ("tests.support.brokers",)
+"""`start_broker` and `topic_prefix`, defined once for every test package."""
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEMO_MODEL = REPO_ROOT / "models" / "ssdlite_mobilenet_v2_person.onnx"

@@ -7,22 +7,18 @@ import json
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from edge_sdk.cli.fleet_options import parse_rate, parse_selector
 from edge_sdk.core.errors import ConfigError
 from edge_sdk.fleet.wire.signing import generate_signing_key, load_private_key
-from tests.broker import BrokerFactory, FleetBroker, broker_factory_fixture, start_fleet_broker
 from tests.cli.conftest import Run
-from tests.fleet.sim_devices import SimDevice, signed_deployment
+from tools.harness.broker import BrokerFactory, FleetBroker, start_fleet_broker
+from tools.harness.fleet_sim import SimDevice, signed_deployment
 
 NAMES = ["cam-1", "cam-2", "cam-3"]
-
-
-@pytest.fixture
-def start_broker(tmp_path: Path) -> Iterator[BrokerFactory]:
-    yield from broker_factory_fixture(tmp_path / "brokers")
 
 
 @pytest.fixture
@@ -54,8 +50,8 @@ tls:
 def devices(fleet_broker: FleetBroker) -> Iterator[Callable[..., SimDevice]]:
     started: list[SimDevice] = []
 
-    def start(name: str, **options: object) -> SimDevice:
-        device = SimDevice(fleet_broker.settings(name), name, **options)  # type: ignore[arg-type]
+    def start(name: str, **options: Any) -> SimDevice:
+        device = SimDevice(fleet_broker.settings(name), name, **options)
         started.append(device.start())
         return device
 

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.support.waits import poll_until
+
 from ..conftest import ASTRONAUT
 from .conftest import Run
 
@@ -95,9 +97,7 @@ def test_run_when_sigterm_arrives_while_the_engine_is_built_stops_at_once_and_le
         env={**os.environ, "EDGE_SDK_CACHE_DIR": str(cache)},
         start_new_session=True,
     )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not any(cache.glob("*.lock")):
-        time.sleep(0.01)
+    poll_until(lambda: any(cache.glob("*.lock")), 60, interval=0.01)
     assert any(cache.glob("*.lock")), "the build has begun (it holds its key's lock)"
     # when systemd stops it
     os.killpg(process.pid, signal.SIGTERM)

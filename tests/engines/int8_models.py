@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from tests import onnx_models
+from tools.harness import onnx_models
 
 SENSITIVE_NODE = "conv_a"
 """It reads the model input, whose calibrated range a few spiked pixels stretch to ~[-4, 3000] (see

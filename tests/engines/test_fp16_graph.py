@@ -16,7 +16,7 @@ from edge_sdk.engines.onnxruntime.builder import FP16_MODEL, OPTIMIZED_MODEL, On
 from edge_sdk.engines.onnxruntime.fp16 import TOOL, convert_to_fp16
 from edge_sdk.engines.onnxruntime.options import OnnxRuntimeOptions
 from edge_sdk.profiles import ProfileCatalog
-from tests import onnx_models
+from tools.harness import onnx_models
 
 PRE = "edge_sdk.preprocess/"
 

@@ -15,8 +15,7 @@ from edge_sdk.core.errors import InferenceError
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.engines.engine import prepare_engine
 from edge_sdk.profiles import DeviceProfile, ProfileCatalog
-
-from ..onnx_models import make_model
+from tools.harness.onnx_models import make_model
 
 EDGE_SDK = str(Path(sys.executable).with_name("edge-sdk"))
 

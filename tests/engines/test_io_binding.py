@@ -37,8 +37,7 @@ from edge_sdk.engines.onnxruntime.options import OnnxRuntimeOptions
 from edge_sdk.engines.onnxruntime.runner import OnnxRuntimeRunner
 from edge_sdk.engines.onnxruntime.session import provider_list, run_provider_list
 from edge_sdk.profiles import DeviceProfile, ProfileCatalog
-
-from ..onnx_models import float_classifier
+from tools.harness.onnx_models import float_classifier
 
 PROFILE_LINES = [
     "name: gpu-box",  # 1

@@ -19,7 +19,7 @@ from edge_sdk.graph import GraphOptions, optimize_graph
 from edge_sdk.graph import optimize as optimize_module
 from edge_sdk.graph.graph_edit import keep_ir_version
 from edge_sdk.profiles import DeviceProfile, HostFacts
-from tests import onnx_models
+from tools.harness import onnx_models
 
 from .int8_models import labelled_samples, outlier_cnn
 

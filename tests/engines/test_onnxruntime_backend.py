@@ -18,7 +18,7 @@ from edge_sdk.engines.onnxruntime import providers as provider_probe
 from edge_sdk.engines.onnxruntime.options import OnnxRuntimeOptions
 from edge_sdk.engines.onnxruntime.session import check_providers, provider_list, session_options
 from edge_sdk.profiles import DeviceProfile, HostFacts, ProfileCatalog
-from tests import onnx_models
+from tools.harness import onnx_models
 
 IMAGE_INPUT = "image_tensor:0"
 # Where the shipped detector finds the astronaut: (ymin, xmin, ymax, xmax), normalised.

@@ -18,8 +18,8 @@ from edge_sdk.fleet.device.agent_config import AgentConfig
 from edge_sdk.fleet.device.artifacts import ArtifactStore
 from edge_sdk.fleet.wire.manifest import DeploymentManifest, DeviceIdentity
 from edge_sdk.fleet.wire.signing import generate_signing_key, load_private_key, load_public_key, verify_manifest
-from tests.broker import BrokerFactory, FleetBroker, broker_factory_fixture, start_fleet_broker
-from tests.fleet.agent_fixtures import DEVICE_ID, PROFILE
+from tools.harness.broker import BrokerFactory, FleetBroker, start_fleet_broker
+from tools.harness.deployments import DEVICE_ID, PROFILE
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 DEVICE = DeviceIdentity(device_id="box-17", profile="x86-cpu", labels={"site": "lyon", "line": "3"})
@@ -126,11 +126,6 @@ def deploy(store: ArtifactStore, operator_keys: Keys) -> Deploy:
 
 
 # --- a private broker with the shipped fleet config, and one agent on it (broker tests) -----------------
-
-
-@pytest.fixture
-def start_broker(tmp_path: Path) -> Iterator[BrokerFactory]:
-    yield from broker_factory_fixture(tmp_path / "brokers")
 
 
 @pytest.fixture

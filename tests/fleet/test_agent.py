@@ -7,7 +7,6 @@ import logging
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -33,9 +32,10 @@ from edge_sdk.fleet.wire.protocol import (
 )
 from edge_sdk.mqtt import ConnectionState, Message, MqttClient
 from edge_sdk.mqtt.topics import DeviceTopics
-from tests.broker import FleetBroker
-from tests.fleet.agent_fixtures import DEVICE_ID, PROFILE, Deployment, make_deployment
 from tests.fleet.conftest import Keys
+from tests.support.waits import poll_until
+from tools.harness.broker import FleetBroker
+from tools.harness.deployments import DEVICE_ID, PROFILE, Deployment, make_deployment
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(90)]
 
@@ -326,9 +326,7 @@ def test_agent_when_broker_restarts_then_it_reconnects_republishes_presence_and_
 
     # then the agent reconnects with back-off, publishes its facts again and takes commands
     assert operator.client.wait_for_state(ConnectionState.CONNECTED, WAIT_S), "the operator reconnects"
-    deadline = time.monotonic() + WAIT_S
-    while agent.client.connects == connects and time.monotonic() < deadline:
-        time.sleep(0.05)
+    poll_until(lambda: agent.client.connects != connects, WAIT_S, interval=0.05)
     assert agent.client.connects > connects, "the agent reconnected"
     assert operator.request("ping").ok
     assert retained_presence(operator).online

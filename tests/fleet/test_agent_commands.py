@@ -6,7 +6,6 @@ import json
 import logging
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -24,20 +23,9 @@ from edge_sdk.fleet.wire.protocol import (
     new_command,
 )
 from edge_sdk.mqtt import Message, MqttSettings
-from tests.fleet.agent_fixtures import DEVICE_ID, PROFILE
 from tests.fleet.conftest import Keys
-
-
-class RecordingClient:
-    """Stands in for MqttClient: records what the agent publishes."""
-
-    def __init__(self, settings: MqttSettings):
-        self.settings = settings
-        self.published: list[tuple[str, bytes, bytes | None]] = []
-        self.is_connected = True
-
-    def publish(self, topic: str, payload: bytes, correlation_data: bytes | None = None, **_: Any) -> None:
-        self.published.append((topic, payload, correlation_data))
+from tests.support.clients import RecordingClient, recording_client
+from tools.harness.deployments import DEVICE_ID, PROFILE
 
 
 @pytest.fixture
@@ -56,7 +44,7 @@ def agent(tmp_path: Path, operator_keys: Keys) -> Iterator[Agent]:
 
 
 def answer(agent: Agent, payload: bytes, correlation: bytes | None = b"c") -> Response:
-    client: RecordingClient = agent.client  # type: ignore[assignment]
+    client = recording_client(agent)
     before = len(client.published)
     agent._command(Message(topic=agent.topics.cmd, payload=payload, qos=1, retain=False, correlation_data=correlation))
     answers = [p for p in client.published[before:] if p[0] == agent.topics.resp]
@@ -80,7 +68,7 @@ def test_agent_command_when_it_arrives_retained_then_not_run_and_not_answered(
     agent: Agent, caplog: pytest.LogCaptureFixture
 ) -> None:
     # given a command that arrives with the retain flag (the broker replays it at every subscription)
-    client: RecordingClient = agent.client  # type: ignore[assignment]
+    client = recording_client(agent)
     payload = encode_message(new_command("set_profile", {"profile": "arm-cpu"}))
     message = Message(topic=agent.topics.cmd, payload=payload, qos=1, retain=True, correlation_data=b"c")
 
@@ -113,7 +101,7 @@ def roomy_agent(tmp_path: Path, operator_keys: Keys) -> Iterator[Agent]:
 
 
 def answer_bytes(agent: Agent, payload: bytes) -> bytes:
-    client: RecordingClient = agent.client  # type: ignore[assignment]
+    client = recording_client(agent)
     before = len(client.published)
     agent._command(Message(topic=agent.topics.cmd, payload=payload, qos=1, retain=False, correlation_data=b"c"))
     answers = [p[1] for p in client.published[before:] if p[0] == agent.topics.resp]

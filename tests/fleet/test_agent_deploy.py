@@ -18,8 +18,8 @@ from edge_sdk.fleet.device.artifacts import ArtifactStore
 from edge_sdk.fleet.device.deploy import Deployer, DeployResult
 from edge_sdk.fleet.wire.manifest import DeviceIdentity
 from edge_sdk.profiles import DeviceProfile
-from tests.fleet.agent_fixtures import DEVICE_ID, PROFILE, Deployment, make_deployment, make_rollback
 from tests.fleet.conftest import Keys, flip_byte
+from tools.harness.deployments import DEVICE_ID, PROFILE, Deployment, make_deployment, make_rollback
 
 
 @pytest.fixture

@@ -10,9 +10,9 @@ import pytest
 from edge_sdk.fleet.device.agent import Agent
 from edge_sdk.fleet.operator.client import FleetOperator
 from edge_sdk.mqtt import MqttClient
-from tests.broker import FleetBroker
-from tests.fleet.agent_fixtures import DEVICE_ID, PROFILE, make_deployment, make_rollback
 from tests.fleet.conftest import Keys
+from tools.harness.broker import FleetBroker
+from tools.harness.deployments import DEVICE_ID, PROFILE, make_deployment, make_rollback
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(90)]
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,9 +13,11 @@ from edge_sdk.fleet.device.agent_config import AgentConfig
 from edge_sdk.fleet.device.deploy import DeployResult
 from edge_sdk.fleet.device.pipelines import PipelineStartError
 from edge_sdk.mqtt import MqttSettings
-from tests.fleet.agent_fixtures import DEVICE_ID, PROFILE, Deployment, make_deployment, people_pipeline
+from tests.fleet.agent_fixtures import people_pipeline
 from tests.fleet.conftest import Keys
-from tests.fleet.test_agent_commands import RecordingClient
+from tests.support.clients import RecordingClient, recording_client
+from tests.support.waits import poll_until
+from tools.harness.deployments import DEVICE_ID, PROFILE, Deployment, make_deployment
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -46,14 +47,11 @@ def install(agent: Agent, deployment: Deployment) -> DeployResult:
 
 
 def wait_for_lines(path: Path, count: int, timeout: float = 20.0) -> int:
-    deadline = time.monotonic() + timeout
-    lines = 0
-    while time.monotonic() < deadline:
-        lines = len(path.read_text().splitlines()) if path.exists() else 0
-        if lines >= count:
-            break
-        time.sleep(0.1)
-    return lines
+    def lines() -> int:
+        return len(path.read_text().splitlines()) if path.exists() else 0
+
+    poll_until(lambda: lines() >= count, timeout, interval=0.1)
+    return lines()
 
 
 def test_pipeline_when_started_then_it_runs_the_deployed_model_and_survives_a_new_version(
@@ -70,7 +68,7 @@ def test_pipeline_when_started_then_it_runs_the_deployed_model_and_survives_a_ne
     assert agent.set_pipeline("people", running=True) == ["people"]
     assert wait_for_lines(results, 3) >= 3, "the pipeline writes classification results"
     assert agent.presence().pipelines == ["people"] and agent.presence().health == "ok"
-    client: RecordingClient = agent.client  # type: ignore[assignment]
+    client = recording_client(agent)
     telemetry = [json.loads(p) for t, p, _ in client.published if t == agent.topics.telemetry("pipelines", "people")]
     assert any(event["kind"] == "source_connected" for event in telemetry), "status events go to telemetry"
 

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from edge_sdk.fleet.device.agent import Agent
 from edge_sdk.mqtt import Message, MqttClient
-from tests.broker import FleetBroker, Inbox
-from tests.fleet.agent_fixtures import DEVICE_ID, make_deployment
 from tests.fleet.conftest import Keys
 from tests.fleet.test_agent_pipelines import install
+from tests.support.clients import Inbox
+from tests.support.waits import poll_until
+from tools.harness.broker import FleetBroker
+from tools.harness.deployments import DEVICE_ID, make_deployment
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(120)]
 
@@ -54,15 +55,6 @@ def processed_frames(jsonl: Path) -> list[int]:
     return [json.loads(line)["frame"] for line in jsonl.read_text().splitlines()]
 
 
-def wait_until(condition: Callable[[], bool], timeout: float = WAIT_S) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return False
-
-
 def test_agent_sink_when_pipeline_runs_then_each_frame_result_reaches_the_operator(
     agent: Agent, results: Inbox, tmp_path: Path, operator_keys: Keys
 ) -> None:
@@ -83,7 +75,7 @@ def test_agent_sink_when_pipeline_runs_then_each_frame_result_reaches_the_operat
     assert frame_indices(messages) == processed
     first = json.loads(messages[0].payload)
     assert first["source"] == "cam" and first["classifications"], first
-    assert wait_until(lambda: agent.results.stats().waiting == 0)
+    assert poll_until(lambda: agent.results.stats().waiting == 0, WAIT_S, interval=0.05)
     assert results.settle(0.5) == messages, "nothing more than one result per frame"
     stats = agent.results.stats()
     assert stats.published == len(processed) and stats.evicted == 0 and stats.rejected == 0, stats

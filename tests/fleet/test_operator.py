@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,10 +13,10 @@ from edge_sdk.fleet.operator.client import FleetOperator
 from edge_sdk.fleet.wire.protocol import decode_desired
 from edge_sdk.mqtt import MqttClient
 from edge_sdk.mqtt.topics import DeviceTopics
-from tests.broker import BrokerFactory, FleetBroker, start_fleet_broker
+from tools.harness.broker import BrokerFactory, FleetBroker, start_fleet_broker
+from tools.harness.fleet_sim import SimDevice, signed_deployment
 
 from .conftest import Keys
-from .sim_devices import SimDevice, signed_deployment
 
 pytestmark = pytest.mark.broker
 
@@ -44,8 +45,8 @@ def devices(fleet: FleetBroker) -> Iterator[list[SimDevice]]:
         device.stop()
 
 
-def sim(fleet: FleetBroker, devices: list[SimDevice], name: str, **options: object) -> SimDevice:
-    device = SimDevice(fleet.settings(name), name, **options)  # type: ignore[arg-type]
+def sim(fleet: FleetBroker, devices: list[SimDevice], name: str, **options: Any) -> SimDevice:
+    device = SimDevice(fleet.settings(name), name, **options)
     devices.append(device.start())
     return device
 

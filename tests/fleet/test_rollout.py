@@ -1,6 +1,6 @@
 """Staged rollouts against simulated devices on the shipped fleet broker (TLS client certificates, ACL).
 
-The devices are real protocol peers (tests/fleet/sim_devices.py): one answers ok, one fails its
+The devices are real protocol peers (tools/harness/fleet_sim.py): one answers ok, one fails its
 health check, one refuses, one never answers, one is offline and converges from its retained
 desired state when it returns.
 """
@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,10 +25,11 @@ from edge_sdk.fleet.operator.rollout_rollback import roll_back_rollout
 from edge_sdk.fleet.operator.rollout_store import Outcome, RolloutRecord, RolloutState, RolloutStore
 from edge_sdk.fleet.wire.protocol import decode_desired
 from edge_sdk.mqtt import MqttClient
-from tests.broker import BrokerFactory, FleetBroker, start_fleet_broker
+from tests.support.waits import poll_until
+from tools.harness.broker import BrokerFactory, FleetBroker, start_fleet_broker
+from tools.harness.fleet_sim import SimDevice, signed_deployment, version_of
 
 from .conftest import Keys
-from .sim_devices import SimDevice, signed_deployment, version_of
 
 pytestmark = pytest.mark.broker
 
@@ -94,8 +96,8 @@ def harness(start_broker: BrokerFactory, operator_keys: Keys, tmp_path: Path) ->
     harness.close()
 
 
-def rollout(harness: Harness, operator: FleetOperator, store: RolloutStore, **options: object) -> str:
-    values: dict[str, object] = {
+def rollout(harness: Harness, operator: FleetOperator, store: RolloutStore, **options: Any) -> str:
+    values: dict[str, Any] = {
         "first_wave": 2,
         "rate_per_min": 600,
         "abort_threshold": 0.2,
@@ -104,7 +106,7 @@ def rollout(harness: Harness, operator: FleetOperator, store: RolloutStore, **op
         "artifacts_dir": harness.artifacts,
     }
     values.update(options)
-    return create_rollout(operator, store, harness.envelope, **values)  # type: ignore[arg-type]
+    return create_rollout(operator, store, harness.envelope, **values)
 
 
 def applied_revision(record: DeviceRecord, revision: int) -> bool:
@@ -215,9 +217,7 @@ def test_rollout_when_a_device_is_offline_then_it_converges_from_retained_desire
         thread = threading.Thread(target=lambda: result.append(runner.run()))
         thread.start()
         # when the rollout has sent what it can, the offline device is only given its desired state
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and len({d for _, d, o in timeline.events if o.done}) < 2:
-            time.sleep(0.05)
+        poll_until(lambda: len({d for _, d, o in timeline.events if o.done}) >= 2, 10, interval=0.05)
         assert outcomes(store.load(rollout_id))["cam-3"] is Outcome.SENT
         assert store.load(rollout_id).devices[2].via == "desired"
         # and then the device comes back

@@ -10,7 +10,6 @@ manifests the operator signs on the spot.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -27,9 +26,10 @@ from edge_sdk.fleet.wire.signing import verify_manifest
 from edge_sdk.fleet.wire.versions import VersionState
 from edge_sdk.mqtt import MqttClient
 from edge_sdk.profiles import default_profile_dir
-from tests.broker import BrokerFactory, FleetBroker, start_fleet_broker
-from tests.fleet.agent_fixtures import PROFILE, Deployment, make_deployment, make_rollback
 from tests.fleet.conftest import Keys
+from tests.support.waits import poll_until
+from tools.harness.broker import BrokerFactory, FleetBroker, start_fleet_broker
+from tools.harness.deployments import PROFILE, Deployment, make_deployment, make_rollback
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(180)]
 
@@ -171,9 +171,7 @@ def test_rollout_to_agents_when_one_is_offline_then_it_gets_the_deployment_when_
         result: list[RolloutRecord] = []
         thread = threading.Thread(target=lambda: result.append(runner.run()))
         thread.start()
-        deadline = time.monotonic() + WAIT_S
-        while time.monotonic() < deadline and sum(1 for _, o in changes if o is Outcome.ACTIVE) < 2:
-            time.sleep(0.1)
+        poll_until(lambda: sum(1 for _, o in changes if o is Outcome.ACTIVE) >= 2, WAIT_S, interval=0.1)
         assert ("cam-c", Outcome.SENT) in changes and ("cam-c", Outcome.ACTIVE) not in changes
         # when cam-c comes back (a new agent process on the same store)
         agents("cam-c")

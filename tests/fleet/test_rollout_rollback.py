@@ -151,8 +151,11 @@ def test_roll_back_device_when_the_device_ran_no_version_before_then_it_stays_ac
 ) -> None:
     operator = StandInOperator(active=3, kept={3})
     outcome, reason = roll_back_device(
-        operator, spec_of(operator_keys), progress("box-17", None), operator_keys.private
-    )  # type: ignore[arg-type]
+        operator,  # type: ignore[arg-type]
+        spec_of(operator_keys),
+        progress("box-17", None),
+        operator_keys.private,
+    )
     assert (outcome, reason) == (Outcome.ACTIVE, NO_PREVIOUS_VERSION) and operator.sent == []
 
 

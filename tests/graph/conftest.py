@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 import pytest
 
-from tests.onnx_models import resnet18_like
+from tools.harness.onnx_models import resnet18_like
 
 
 @pytest.fixture(scope="session")

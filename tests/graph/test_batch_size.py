@@ -10,7 +10,7 @@ import pytest
 
 from edge_sdk.core.errors import ModelError
 from edge_sdk.graph import BatchSize
-from tests.onnx_models import fixed_batch_reshape_classifier, resnet18_like
+from tools.harness.onnx_models import fixed_batch_reshape_classifier, resnet18_like
 
 from .helpers import images, run
 

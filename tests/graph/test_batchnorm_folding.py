@@ -7,7 +7,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from edge_sdk.graph import BatchNormFolding, NoOpRemoval
-from tests import onnx_models
+from tools.harness import onnx_models
 
 from .helpers import assert_same_outputs, images, ops
 

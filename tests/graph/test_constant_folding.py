@@ -8,7 +8,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from edge_sdk.graph import ConstantFolding, constant_folding
-from tests import onnx_models
+from tools.harness import onnx_models
 
 from .helpers import assert_same_outputs, images, ops
 

@@ -24,7 +24,7 @@ from edge_sdk.core.model_file import ModelFile
 from edge_sdk.core.opencv import import_cv2
 from edge_sdk.core.preprocess import Preprocessor, PreprocessSpec
 from edge_sdk.graph.preprocess_folding import FRAME_INPUT, PreprocessFolding
-from tests import onnx_models
+from tools.harness import onnx_models
 
 ort = pytest.importorskip("onnxruntime")
 

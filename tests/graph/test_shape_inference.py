@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from edge_sdk.graph import BatchSize, ShapeInference
-from tests import onnx_models
+from tools.harness import onnx_models
 
 from .helpers import assert_same_outputs, images, run
 

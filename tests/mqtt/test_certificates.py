@@ -14,7 +14,7 @@ from edge_sdk.core.errors import ConfigError
 from edge_sdk.mqtt import MqttSettings
 from edge_sdk.mqtt.certificates import CertificateAuthority
 from edge_sdk.mqtt.topics import DeviceTopics, check_identity
-from tests.broker import DEPLOY_MOSQUITTO, load_deploy_script
+from tools.harness.broker import DEPLOY_MOSQUITTO, load_deploy_script
 
 
 def common_name(cert_file: Path) -> str:

@@ -22,7 +22,8 @@ from edge_sdk.mqtt import (
     TlsSettings,
     Will,
 )
-from tests.broker import BrokerFactory, Inbox, free_port, make_certificates
+from tests.support.clients import Inbox
+from tools.harness.broker import BrokerFactory, free_port, make_certificates
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(60)]
 

@@ -14,7 +14,8 @@ import pytest
 
 from edge_sdk.mqtt import ConnectionState, Message, MqttClient, SpooledMessage, SpoolSettings
 from edge_sdk.mqtt.publishing import Publisher
-from tests.broker import BrokerFactory, Inbox, MosquittoBroker
+from tests.support.clients import Inbox
+from tools.harness.broker import BrokerFactory, MosquittoBroker
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(120)]
 

@@ -19,7 +19,8 @@ from edge_sdk.mqtt import (
     Will,
 )
 from edge_sdk.mqtt.topics import DeviceTopics
-from tests.broker import BrokerFactory, FleetBroker, Inbox, make_certificates, start_fleet_broker
+from tests.support.clients import Inbox
+from tools.harness.broker import BrokerFactory, FleetBroker, make_certificates, start_fleet_broker
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(60)]
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from edge_sdk.mqtt import AckTimeoutError, ConnectionState, MqttClient
-from tests.broker import BrokerFactory, Inbox
+from tests.support.clients import Inbox
+from tools.harness.broker import BrokerFactory
 
 pytestmark = pytest.mark.broker
 

@@ -1,4 +1,4 @@
-"""Cascade: a real classifier engine (tests/onnx_models.py) run on crops of the primary detections."""
+"""Cascade: a real classifier engine (tools/harness/onnx_models.py) run on crops of the primary detections."""
 
 from __future__ import annotations
 

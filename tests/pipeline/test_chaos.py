@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from tools.harness.chaos import Fault, file_pipeline, live_pipeline, run_with_fault
+
 from ..sources.conftest import rtsp_server  # noqa: F401 - the fixture, shared with the source tests
 from ..sources.rtsp_server import RtspServer
-from .chaos import Fault, file_pipeline, live_pipeline, run_with_fault
 
 pytestmark = pytest.mark.slow  # multi-process runs or subprocesses: not in make test-fast
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from pathlib import Path
 
 from edge_sdk.core.status import StatusEvent, StatusKind
@@ -13,6 +12,7 @@ from edge_sdk.pipeline.config import load_pipeline
 from edge_sdk.pipeline.metrics import RunSummary
 from edge_sdk.pipeline.run import run_pipeline
 from edge_sdk.profiles import DeviceProfile
+from tests.support.waits import wait_until
 
 from ..sources.conftest import rtsp_server  # noqa: F401 - the fixture, shared with the source tests
 from ..sources.rtsp_server import RtspServer
@@ -20,15 +20,6 @@ from ..sources.rtsp_server import RtspServer
 
 def _result_count(path: Path) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
-
-
-def _wait(condition: object, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():  # type: ignore[operator]
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def test_pipeline_when_the_rtsp_server_restarts_reconnects_and_keeps_producing_results(
@@ -58,14 +49,14 @@ def test_pipeline_when_the_rtsp_server_restarts_reconnects_and_keeps_producing_r
     )
     runner.start()
     try:
-        _wait(lambda: _result_count(results) >= 5, 60, "results from the live stream")
+        wait_until(lambda: _result_count(results) >= 5, 60, "results from the live stream")
         # when the server dies mid-stream and comes back
         rtsp_server.kill()
-        _wait(lambda: any(e.kind == StatusKind.SOURCE_LOST for e in events), 30, "the source to be reported lost")
+        wait_until(lambda: any(e.kind == StatusKind.SOURCE_LOST for e in events), 30, "the source to be reported lost")
         before_restart = _result_count(results)
         rtsp_server.restart()
         # then the pipeline reconnects and results keep coming
-        _wait(lambda: _result_count(results) >= before_restart + 5, 60, "results after the restart")
+        wait_until(lambda: _result_count(results) >= before_restart + 5, 60, "results after the restart")
     finally:
         stop.set()
         runner.join(timeout=60)

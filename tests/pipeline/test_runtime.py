@@ -9,7 +9,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from edge_sdk.pipeline.frame_ring import remove_stale_segments, segments_of
 from edge_sdk.pipeline.run import run_pipeline
 from edge_sdk.pipeline.snapshot import RuntimeSnapshot
 from edge_sdk.profiles import DeviceProfile, ProfileCatalog
+from tests.support.waits import poll_until, wait_until
 
 from ..conftest import ASTRONAUT
 from .crashing_sinks import CRASH_MARKER_ENV
@@ -227,9 +227,7 @@ def test_runtime_when_stop_is_set_drains_and_returns_a_summary(
     )
     runner.start()
     results = tmp_path / "out" / "results.jsonl"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not (results.exists() and len(results.read_text().splitlines()) >= 5):
-        time.sleep(0.1)
+    poll_until(lambda: results.exists() and len(results.read_text().splitlines()) >= 5, 60, interval=0.1)
     stop.set()
     runner.join(timeout=30)
     # then
@@ -279,12 +277,12 @@ def _cli_run(pipeline: Path, cache: Path, *extra: str) -> subprocess.Popen[str]:
 
 
 def _wait_for_results(path: Path, lines: int, timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists() and len(path.read_text().splitlines()) >= lines:
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"{path} did not reach {lines} results within {timeout} s")
+    wait_until(
+        lambda: path.exists() and len(path.read_text().splitlines()) >= lines,
+        timeout,
+        f"{lines} results in {path}",
+        0.1,
+    )
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
@@ -322,9 +320,7 @@ def test_cli_run_when_the_parent_is_killed_children_exit_and_the_next_start_remo
     process.kill()
     process.wait(timeout=10)
     # then its stage processes notice and exit
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and any(_alive(pid) for pid in children):
-        time.sleep(0.2)
+    poll_until(lambda: not any(_alive(pid) for pid in children), 20, interval=0.2)
     assert not any(_alive(pid) for pid in children), "orphaned stage processes must exit"
     # and whatever segment is left is removed by the next start's clean-up
     remove_stale_segments()
@@ -375,7 +371,10 @@ def test_runtime_when_an_mqtt_sink_is_configured_publishes_each_result_to_the_br
     tmp_path: Path, demo_model: Path, small_video: Path, cpu_profile: DeviceProfile, engine_cache: EngineCache
 ) -> None:
     from edge_sdk.mqtt.client import MqttClient
-    from tests.broker import Inbox, MosquittoBroker
+    from tests.support.clients import Inbox
+
+    # given a private broker and a subscriber
+    from tools.harness.broker import MosquittoBroker
 
     # given a private broker and a subscriber
     with MosquittoBroker(tmp_path / "broker") as broker:

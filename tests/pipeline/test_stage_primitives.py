@@ -16,6 +16,7 @@ from edge_sdk.pipeline.control import RunControl
 from edge_sdk.pipeline.frame_ring import FrameRing, RingLayout, SlotState
 from edge_sdk.pipeline.message_socket import MessageListener, MessageSender, abstract_address, listening_socket
 from edge_sdk.pipeline.shared_segments import SHM_DIR, new_run_token, remove_stale_segments, segment_name
+from tests.support.waits import wait_until
 
 LAYOUT = RingLayout(4, 8, 8)
 
@@ -39,10 +40,7 @@ def test_ring_lock_when_its_holder_is_killed_is_free_again(ring: FrameRing, tmp_
     ready = tmp_path / "ready"
     holder = mp.get_context("spawn").Process(target=_hold_lock_forever, args=(ring.name, ready))
     holder.start()
-    deadline = time.monotonic() + 30
-    while not ready.exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert ready.exists(), "the holder took the lock"
+    wait_until(ready.exists, 30, "the holder to take the lock")
     # when it is SIGKILLed while holding it
     os.kill(holder.pid, signal.SIGKILL)
     holder.join(timeout=10)

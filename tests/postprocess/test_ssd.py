@@ -13,7 +13,7 @@ from edge_sdk.core.results import FrameMeta
 from edge_sdk.core.tensor_meta import TensorMeta
 from edge_sdk.postprocess import build_postprocessor
 from edge_sdk.postprocess.ssd import SsdPostprocessor, SsdSpec
-from tests import onnx_models
+from tools.harness import onnx_models
 
 FRAME = FrameMeta(source="cam", index=7, timestamp=0.0, width=200, height=100)
 GEOMETRY = InputGeometry.identity(FRAME.width, FRAME.height)

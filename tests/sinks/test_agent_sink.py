@@ -12,8 +12,8 @@ import pytest
 
 from edge_sdk.core.errors import SinkError
 from edge_sdk.sinks.agent import OUTBOX_ENV, AgentSink, ResultsOutbox
-from tests.onnx_models import float_classifier
 from tests.sinks.test_sinks import make_image, make_result
+from tools.harness.onnx_models import float_classifier
 
 EDGE_SDK = str(Path(sys.executable).with_name("edge-sdk"))
 

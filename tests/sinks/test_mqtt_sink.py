@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,19 +13,10 @@ from edge_sdk.core.results import Detection, FrameMeta, Result
 from edge_sdk.mqtt import ConnectionState, MqttClient, MqttSettings
 from edge_sdk.sinks import SinkSpec, create_sink
 from edge_sdk.sinks.mqtt import MqttSink, MqttSinkSpec, TopicTemplate
-from tests.broker import BrokerFactory, Inbox, broker_factory_fixture, unique_topic_prefix
+from tests.support.clients import Inbox
+from tools.harness.broker import BrokerFactory
 
 WIDTH, HEIGHT = 160, 120
-
-
-@pytest.fixture
-def start_broker(tmp_path: Path) -> Iterator[BrokerFactory]:
-    yield from broker_factory_fixture(tmp_path / "brokers")
-
-
-@pytest.fixture
-def topic_prefix(request: pytest.FixtureRequest) -> str:
-    return unique_topic_prefix(request.node.name)
 
 
 def make_result(index: int, source: str = "cam", boxes: int = 1) -> Result:

@@ -5,7 +5,7 @@ Usage: python tools/bench/chaos.py [--minutes 10] [--seed S] [--stop-tries 20] [
 Each run starts `edge-sdk run` on a file pipeline (a short video looped to --frames frames, two
 inference workers, a JSONL sink) and injects one fault drawn from the seed: SIGKILL of a capture,
 inference or output stage, SIGINT/SIGTERM to the parent or SIGTERM to the process group, at a
-random moment (starting, steady, draining, restarting). The harness is tests/pipeline/chaos.py,
+random moment (starting, steady, draining, restarting). The harness is tools/harness/chaos.py,
 the same one `make test` runs a short set of. It prints kills survived / runs, hangs, frames lost
 or duplicated, leaked processes and /dev/shm entries, kill-to-resumed-output p50/p99, and, with
 --stop-tries, SIGTERM-to-exit p50/p99 for each state.
@@ -24,7 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from tests.pipeline.chaos import (  # noqa: E402 - the harness lives with the tests
+from tools.harness.chaos import (  # noqa: E402
     ACTIONS,
     FILE_MOMENTS,
     STOP_TIMEOUT_S,

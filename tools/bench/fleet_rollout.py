@@ -3,8 +3,8 @@
 Usage: python tools/bench/fleet_rollout.py [--devices 500] [--processes 4] [--first-wave 25] [--rate 6000]
                                            [--scenarios plain,broker-restart] [--fail-every 0] [--agents]
 
-A private Mosquitto (tests/broker.py, plain TCP, persistence on) and --processes worker processes,
-each running its share of simulated devices (tests/fleet/sim_devices.py: real MQTT clients with
+A private Mosquitto (tools/harness/broker.py, plain TCP, persistence on) and --processes worker processes,
+each running its share of simulated devices (tools/harness/fleet_sim.py: real MQTT clients with
 persistent sessions that speak the fleet protocol: retained presence and reported state, commands
 answered by correlation id, inline chunks asked for with need_chunks and assembled). The operator
 (`FleetOperator` + `RolloutRunner`, rollout state in SQLite) rolls a signed version 2 with a 3-chunk
@@ -44,9 +44,9 @@ from edge_sdk.fleet.operator.rollout_plan import create_rollout
 from edge_sdk.fleet.operator.rollout_store import Outcome, RolloutStore
 from edge_sdk.fleet.wire.signing import generate_signing_key, load_private_key
 from edge_sdk.mqtt import MqttClient, MqttSettings, ReconnectPolicy
-from tests.broker import MosquittoBroker, find_mosquitto
-from tests.fleet.agent_fixtures import make_deployment
-from tests.fleet.sim_devices import SimDevice, signed_deployment
+from tools.harness.broker import MosquittoBroker, find_mosquitto
+from tools.harness.deployments import make_deployment
+from tools.harness.fleet_sim import SimDevice, signed_deployment
 
 
 def device_settings(port: int, client_id: str) -> MqttSettings:

@@ -3,7 +3,7 @@
 Usage: python tools/bench/gpu_throughput.py [--seconds 2] [--batches 1,8,32,128,256] [--total-seconds 400]
        [--sections torch,cnn,split,detector,limits,cpu] [--json PATH]
 
-Models: the ResNet-18-sized CNN of tests/onnx_models.py (random weights, float32 [N, 3, 224, 224]) and
+Models: the ResNet-18-sized CNN of tools/harness/onnx_models.py (random weights, float32 [N, 3, 224, 224]) and
 the demo detector as pipelines/demo.yaml builds it (preprocessing folded, raw 640x480 BGR frames in).
 Engines come from `prepare_engine` (throw-away cache) with the shipped x86-cpu and x86-nvidia profiles;
 the variants of one engine differ only in runtime options (io_binding, cuda_graph), which do not
@@ -454,7 +454,7 @@ def cnn_gpu(report: Report, budget: Budget, args: argparse.Namespace, work: Path
     from edge_sdk.core.preprocess import PreprocessSpec
     from edge_sdk.engines.engine import prepare_engine
     from edge_sdk.graph.options import GraphOptions
-    from tests.onnx_models import resnet18_like
+    from tools.harness.onnx_models import resnet18_like
 
     problem = cuda_problem()
     if problem:
@@ -615,7 +615,7 @@ def torch_worker(args: argparse.Namespace) -> None:
 
 
 def torch_resnet18(torch: Any) -> Any:
-    """torchvision's ResNet-18 layout (the same as tests/onnx_models.resnet18_like), random weights."""
+    """torchvision's ResNet-18 layout (the same as tools/harness/onnx_models.resnet18_like), random weights."""
     nn = torch.nn
 
     class Basic(nn.Module):  # type: ignore[name-defined]
@@ -955,7 +955,7 @@ def op_times(trace: Path, last: int) -> tuple[dict[tuple[str, str], dict[str, An
 
 def cnn_cpu(report: Report, budget: Budget, args: argparse.Namespace, work: Path, cache: Any, catalog: Any) -> None:
     from edge_sdk.engines.engine import prepare_engine
-    from tests.onnx_models import resnet18_like
+    from tools.harness.onnx_models import resnet18_like
 
     model = resnet18_like(work / "resnet18_like.onnx")
     floats, _ = cnn_inputs(max(args.batches))

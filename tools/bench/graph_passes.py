@@ -2,7 +2,7 @@
 
 Usage: python tools/bench/graph_passes.py [--runs 50] [--warmup 5] [--width 64]
 
-Models: the ResNet-18-sized CNN (tests/onnx_models.py resnet18_like, float32 [1, 3, 224, 224]) and
+Models: the ResNet-18-sized CNN (tools/harness/onnx_models.py resnet18_like, float32 [1, 3, 224, 224]) and
 the shipped person detector (the astronaut photo, 512x512 RGB). For each, ONNX Runtime (CPU) runs
 the original and the optimised graph with its own graph optimisation disabled (what our passes do
 alone) and at ORT_ENABLE_ALL (what is left once ONNX Runtime has done its part), at 1 and 2 threads.
@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from edge_sdk.graph import GraphOptions, optimize_graph  # noqa: E402
-from tests.onnx_models import resnet18_like  # noqa: E402
+from tools.harness.onnx_models import resnet18_like  # noqa: E402
 
 LEVELS = {"disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL, "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}
 

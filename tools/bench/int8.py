@@ -6,7 +6,7 @@ Each engine is what `prepare_engine` builds for the x86-cpu profile (graph passe
 INT8 = QDQ calibrated, gated on held-out data), in a throw-away cache. Latency runs alternate between
 the FP32 and the INT8 engine so both see the same machine load; p50 of `--runs` calls after warm-up.
 
-- ResNet-18-sized CNN (tests/onnx_models.py resnet18_like, random weights, float32 [1, 3, 224, 224]),
+- ResNet-18-sized CNN (tools/harness/onnx_models.py resnet18_like, random weights, float32 [1, 3, 224, 224]),
   calibrated on crops of the astronaut photo; gate: cosine per output (generic task).
 - The shipped person detector as the demo pipeline builds it (preprocessing and the 300x300 resize
   folded in, raw 640x480 BGR frames in), calibrated on the demo video; gate: matched boxes.
@@ -37,7 +37,7 @@ from edge_sdk.engines.engine import PreparedEngine, prepare_engine  # noqa: E402
 from edge_sdk.pipeline.config import load_pipeline  # noqa: E402
 from edge_sdk.pipeline.engine_setup import pipeline_calibration, pipeline_graph  # noqa: E402
 from edge_sdk.profiles import ProfileCatalog  # noqa: E402
-from tests.onnx_models import resnet18_like  # noqa: E402
+from tools.harness.onnx_models import resnet18_like  # noqa: E402
 
 ASTRONAUT = REPO / "tools" / "assets" / "astronaut.jpg"
 

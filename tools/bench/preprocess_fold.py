@@ -79,7 +79,7 @@ def engine(
 
 def classifier_model(folder: Path) -> tuple[str, Path]:
     sys.path.insert(0, str(REPO))
-    from tests import onnx_models
+    from tools.harness import onnx_models
 
     if hasattr(onnx_models, "resnet18_like"):
         return "ResNet-18-like 224 (float NCHW, mean/std)", onnx_models.resnet18_like(folder / "resnet18_like.onnx")

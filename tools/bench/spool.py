@@ -2,7 +2,7 @@
 
 Usage: python tools/bench/spool.py [--messages 10000] [--payload 300]
 
-A private Mosquitto (tests/broker.py) with persistence; a subscriber with a persistent session
+A private Mosquitto (tools/harness/broker.py) with persistence; a subscriber with a persistent session
 counts what arrives. For each scenario the broker is stopped, the publisher (an MqttClient with a
 disk spool) publishes --messages JSON results of about --payload bytes at QoS 1, the broker is
 started again and the clock runs until every result has arrived. Scenarios: a plain outage; the
@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from edge_sdk.mqtt import ConnectionState, Message, MqttClient, SpoolSettings
-from tests.broker import MosquittoBroker, find_mosquitto
+from tools.harness.broker import MosquittoBroker, find_mosquitto
 
 TOPIC = "bench/spool/results"
 

@@ -18,7 +18,7 @@
 #   too old or not at all): pip install --no-index from .gpu/wheels, resolved against what the host has,
 #   so its numpy, onnx, torch... stay. Not carried: ruff, mypy, types-PyYAML (lint, no test runs them) and
 #   imageio-ffmpeg (68 MB; its tests skip, as do those needing rtsp-server-perl).
-# - mosquitto (tests/broker.py finds it on PATH): a wrapper that sets LD_LIBRARY_PATH to the carried
+# - mosquitto (tools/harness/broker.py finds it on PATH): a wrapper that sets LD_LIBRARY_PATH to the carried
 #   libraries for Mosquitto alone (Debian's libssl and libcrypto stay out of Python and CUDA's way).
 # Then pytest -q -rs (sequential: pytest-xdist is no test dependency) under `timeout 540`, the log in
 # $OUT/suite.txt and $OUT/junit.xml, the setup in $OUT/setup.txt; it prints the counts, the failures,

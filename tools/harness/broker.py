@@ -1,4 +1,4 @@
-"""A private Mosquitto for tests: generated config, free 127.0.0.1 port, optional TLS, passwords, ACL, persistence.
+"""A private Mosquitto for tests and benchmarks: generated config, free 127.0.0.1 port, optional TLS, passwords, ACL, persistence.
 
     with BrokerFactory(tmp_path) as start_broker:
         broker = start_broker(tls=True, passwords={"alice": "secret"}, acl="user alice\\ntopic readwrite a/#\\n")
@@ -16,24 +16,19 @@ import base64
 import hashlib
 import importlib.util
 import os
-import re
 import secrets
 import shutil
 import signal
 import socket
 import subprocess
-import threading
 import time
-import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import pytest
-
-from edge_sdk.mqtt import Message, MqttSettings, ReconnectPolicy, TlsSettings
+from edge_sdk.mqtt import MqttSettings, ReconnectPolicy, TlsSettings
 from edge_sdk.mqtt.certificates import CertificateAuthority
 
 START_TIMEOUT_S = 10.0
@@ -44,11 +39,6 @@ def find_mosquitto() -> str | None:
     return shutil.which("mosquitto") or next(
         (path for path in ("/usr/sbin/mosquitto", "/usr/local/sbin/mosquitto") if os.access(path, os.X_OK)), None
     )
-
-
-def unique_topic_prefix(test_name: str) -> str:
-    """A topic prefix no other test (or earlier run) uses."""
-    return f"edge-sdk-test/{re.sub(r'[^A-Za-z0-9_-]', '_', test_name)}/{uuid.uuid4().hex[:8]}"
 
 
 # --- certificates ----------------------------------------------------------------------------------
@@ -270,7 +260,7 @@ class MosquittoBroker:
 
 # --- the fleet broker of deploy/mosquitto ---------------------------------------------------------
 
-DEPLOY_MOSQUITTO = Path(__file__).resolve().parent.parent / "deploy" / "mosquitto"
+DEPLOY_MOSQUITTO = Path(__file__).resolve().parents[2] / "deploy" / "mosquitto"
 
 
 def deployed_config(broker: MosquittoBroker, etc_dir: Path) -> str:
@@ -291,7 +281,7 @@ def deployed_config(broker: MosquittoBroker, etc_dir: Path) -> str:
     for old, new in replacements:
         if old not in text:
             raise ValueError(
-                f"deploy/mosquitto/mosquitto.conf no longer contains {old.strip()!r}; update tests/broker.py"
+                f"deploy/mosquitto/mosquitto.conf no longer contains {old.strip()!r}; update tools/harness/broker.py"
             )
         text = text.replace(old, new)
     if os.geteuid() == 0:
@@ -371,42 +361,3 @@ class BrokerFactory:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
         self.close()
-
-
-StartBroker = Callable[..., MosquittoBroker]
-
-
-def broker_factory_fixture(folder: Path) -> Iterator[BrokerFactory]:
-    """Body of a `start_broker` fixture: skips without the binary, stops every broker afterwards."""
-    if find_mosquitto() is None:
-        pytest.skip("needs the mosquitto binary (apt-get install mosquitto)")
-    with BrokerFactory(folder) as factory:
-        yield factory
-
-
-class Inbox:
-    """A subscription handler that keeps what arrives and lets the test wait for it (bounded)."""
-
-    def __init__(self) -> None:
-        self._condition = threading.Condition()
-        self.messages: list[Message] = []
-
-    def __call__(self, message: Message) -> None:
-        with self._condition:
-            self.messages.append(message)
-            self._condition.notify_all()
-
-    def wait_for(self, count: int, timeout: float = 10.0) -> list[Message]:
-        """The first `count` messages, or all that came within `timeout` seconds if fewer did."""
-        with self._condition:
-            self._condition.wait_for(lambda: len(self.messages) >= count, timeout)
-            return list(self.messages[:count])
-
-    def settle(self, quiet_s: float = 0.3) -> list[Message]:
-        """Everything received once nothing new has come for `quiet_s` seconds."""
-        with self._condition:
-            seen = -1
-            while seen != len(self.messages):
-                seen = len(self.messages)
-                self._condition.wait(quiet_s)
-            return list(self.messages)

@@ -11,7 +11,7 @@ A fault is an action at a moment:
 
 `run_with_fault` returns what happened; `problems` lists every broken promise: a hang, a frame
 lost or delivered twice (files), a summary that does not match the sink, a wrong exit code, a
-process or a /dev/shm entry left behind. The suite in test_chaos.py runs a short set, and
+process or a /dev/shm entry left behind. The suite in tests/pipeline/test_chaos.py runs a short set, and
 tools/bench/chaos.py runs random faults for minutes and prints the figures.
 """
 

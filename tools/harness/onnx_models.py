@@ -1,4 +1,4 @@
-"""The one registry of tiny ONNX models that tests build on the fly (real ONNX, run by ONNX Runtime)."""
+"""The one registry of tiny ONNX models that tests and benchmarks build on the fly (real ONNX, run by ONNX Runtime)."""
 
 from __future__ import annotations
 
