@@ -11,7 +11,7 @@ from typing import Any
 
 from edge_sdk.core.errors import BackendUnavailableError, EdgeSDKError
 from edge_sdk.engines.onnxruntime import providers
-from edge_sdk.engines.registry import BACKENDS
+from edge_sdk.engines.registry import get_backend
 from edge_sdk.profiles import HostFacts, HostProbe, ProfileCatalog
 
 # (distribution names that provide it, import name, why, install command)
@@ -49,7 +49,7 @@ class ProfileStatus:
     usable: bool
     problem: str | None
     note: str | None = None
-    """For a usable profile: the providers it skips here because they cannot load."""
+    """For a usable profile: what its backend skips on this host (providers that cannot load)."""
 
 
 @dataclass(frozen=True)
@@ -100,15 +100,11 @@ def _profile_status(catalog: ProfileCatalog, name: str, facts: HostFacts) -> Pro
         profile = catalog.load(name)
         if unmet := profile.detect.mismatches(facts, required_only=True):
             return ProfileStatus(name, False, unmet[0])
-        BACKENDS[profile.engine.backend].builder().check(profile.engine, profile.default_precision)
+        backend = get_backend(profile.engine.backend)
+        backend.builder().check(profile.engine, profile.default_precision)
     except EdgeSDKError as exc:
         return ProfileStatus(name, False, str(exc))
-    skipped = [
-        f"skips {p.ort_name} ({problem})"
-        for p in getattr(profile.engine, "execution_providers", [])
-        if (problem := providers.provider_load_problem(p.ort_name))
-    ]
-    return ProfileStatus(name, True, None, "; ".join(skipped) or None)
+    return ProfileStatus(name, True, None, "; ".join(backend.host_notes(profile.engine)) or None)
 
 
 def _version(distributions: tuple[str, ...], module: str) -> str | None:

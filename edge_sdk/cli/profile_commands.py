@@ -8,6 +8,7 @@ import click
 import yaml
 from rich.table import Table
 
+from edge_sdk.engines.registry import get_backend
 from edge_sdk.profiles import HostProbe
 
 from .context import CliContext
@@ -26,10 +27,8 @@ def list_profiles(ctx: CliContext) -> None:
     """All profiles, with their backend, providers and precisions."""
     table = Table("profile", "backend", "providers", "precisions", "description")
     for profile in ctx.catalog.load_all():
-        providers = ", ".join(p.type for p in profile.engine.execution_providers)
-        table.add_row(
-            profile.name, profile.engine.backend, providers, ", ".join(profile.precisions), profile.description
-        )
+        devices = get_backend(profile.engine.backend).devices(profile.engine)
+        table.add_row(profile.name, profile.engine.backend, devices, ", ".join(profile.precisions), profile.description)
     ctx.console.print(table)
 
 

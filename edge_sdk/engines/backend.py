@@ -46,7 +46,18 @@ RunnerFactory = Callable[[Path, Any, Precision], EngineRunner]
 
 @dataclass(frozen=True)
 class Backend:
+    """One backend as the rest of the SDK sees it: how it builds and runs engines, and what it says about
+    a profile's `engine:` options (each callable takes those options)."""
+
     name: str
     builder: Callable[[], EngineBuilder]
     runner: RunnerFactory
     install_hint: str
+    runs_on_cpu: Callable[[Any], bool]
+    """Whether inference stays on the host's CPU cores (the runtime then runs several single-threaded workers)."""
+    exact_uint8_resize: Callable[[Any], bool]
+    """Whether a folded resize may run on raw uint8 frames and match the host's cv2 resize."""
+    devices: Callable[[Any], str]
+    """What the options run on, for `profiles list`."""
+    host_notes: Callable[[Any], list[str]]
+    """What this host will skip or fall back from with these options, for `doctor`."""

@@ -171,16 +171,9 @@ def prepare_engine(
     return PreparedEngine(entry, model, profile, precision, built, time.perf_counter() - started)
 
 
-INTEGER_RESIZE_PROVIDERS = frozenset({"cpu", "xnnpack"})
-"""Providers whose uint8 NHWC bilinear Resize is exact (ONNX Runtime's CPU integer kernel; XNNPACK
-leaves Resize to it). CUDA's is not (see graph/preprocess_folding.py); for the others it is unverified."""
-
-
 def exact_uint8_resize(profile: DeviceProfile) -> bool:
-    """Whether a folded resize may run on the raw uint8 NHWC frame for `profile`: only when every
-    provider it may run on is a CPU one."""
-    providers = getattr(profile.engine, "execution_providers", None)
-    return providers is not None and all(p.type in INTEGER_RESIZE_PROVIDERS for p in providers)
+    """Whether a folded resize may run on the raw uint8 NHWC frame for `profile` (its backend says)."""
+    return get_backend(profile.engine.backend).exact_uint8_resize(profile.engine)
 
 
 def entry_folded(entry: CacheEntry) -> bool:
