@@ -38,7 +38,7 @@ def agent(tmp_path: Path, operator_keys: Keys) -> Iterator[Agent]:
         profile=PROFILE,
         max_command_bytes=4096,
     )
-    agent = Agent(config, client=RecordingClient)  # type: ignore[arg-type]
+    agent = Agent(config, client=RecordingClient)
     yield agent
     agent.deployer.close()
 
@@ -95,7 +95,7 @@ def roomy_agent(tmp_path: Path, operator_keys: Keys) -> Iterator[Agent]:
         profile=PROFILE,
     )
     assert config.max_command_bytes > MAX_RESPONSE_BYTES, "a command can carry more than a response may"
-    agent = Agent(config, client=RecordingClient)  # type: ignore[arg-type]
+    agent = Agent(config, client=RecordingClient)
     yield agent
     agent.deployer.close()
 

@@ -32,7 +32,7 @@ def agent(tmp_path: Path, operator_keys: Keys) -> Iterator[Agent]:
         profile=PROFILE,
         engine_cache_dir=tmp_path / "engines",
     )
-    agent = Agent(config, client=RecordingClient)  # type: ignore[arg-type]
+    agent = Agent(config, client=RecordingClient)
     yield agent
     agent.pipelines.stop_all()
     agent.deployer.close()

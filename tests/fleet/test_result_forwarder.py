@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from edge_sdk.fleet.device.results_forwarder import ResultForwarder
 from edge_sdk.mqtt import MqttSettings, NotConnectedError, PublishRejectedError
+from edge_sdk.mqtt.publishing import Payload
 from edge_sdk.mqtt.topics import DeviceTopics
 from edge_sdk.sinks.agent import ResultsOutbox
 
@@ -22,7 +22,17 @@ class FakeClient:
         self.refuse: set[str] = set()
         self.fail_at: int | None = None
 
-    def publish(self, topic: str, payload: bytes, **_: Any) -> None:
+    def publish(
+        self,
+        topic: str,
+        payload: Payload = None,
+        qos: int = 0,
+        retain: bool = False,
+        wait: bool | float = True,
+        response_topic: str | None = None,
+        correlation_data: bytes | None = None,
+    ) -> None:
+        assert isinstance(payload, bytes), "the forwarder publishes the outbox's bytes"
         if self.fail_at is not None and len(self.published) == self.fail_at:
             self.fail_at = None
             raise NotConnectedError("the broker went away")
@@ -33,7 +43,7 @@ class FakeClient:
 
 def make_forwarder(tmp_path: Path, client: FakeClient, max_entries: int = 100) -> tuple[ResultForwarder, ResultsOutbox]:
     path = tmp_path / "outbox.sqlite"
-    forwarder = ResultForwarder(path, client, DeviceTopics("cam-a"), max_entries)  # type: ignore[arg-type]
+    forwarder = ResultForwarder(path, client, DeviceTopics("cam-a"), max_entries)
     return forwarder, ResultsOutbox(path)
 
 

@@ -7,7 +7,7 @@ roll_back_device talks to a stand-in operator that records what it is asked to s
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -94,7 +94,8 @@ class StandInOperator:
         self.sent: list[bytes] = []
         self.desired: list[bytes | None] = []
 
-    def request(self, device: str, name: str, args: dict[str, Any], timeout: float) -> Response:
+    def request(self, device: str, name: str, args: dict[str, Any] | None = None, timeout: float = 5.0) -> Response:
+        assert args is not None, "a rollback carries its manifest"
         envelope = args["manifest"].encode()
         self.sent.append(envelope)
         manifest = manifest_of(envelope)
@@ -105,7 +106,7 @@ class StandInOperator:
         self.active = manifest.version
         return Response(id="x", device=device, name=name, ok=True, result={"status": "active"})
 
-    def publish_desired(self, device: str, deployment: bytes | None, pipelines: Any = None) -> None:
+    def publish_desired(self, device: str, deployment: bytes | None, pipelines: Iterable[str] | None = None) -> None:
         self.desired.append(deployment)
 
     def wait_for(self, predicate: Callable[[DeviceRecord], bool], device: str, timeout: float) -> bool:
@@ -138,11 +139,11 @@ def test_roll_back_device_when_keyed_then_signs_for_that_device_keeps_it_first_a
     spec = spec_of(operator_keys)
     operator = StandInOperator(active=3, kept={1, 2, 3})
     kept: list[bytes] = []
-    outcome, reason = roll_back_device(operator, spec, progress("box-17", 1), operator_keys.private, kept.append)  # type: ignore[arg-type]
+    outcome, reason = roll_back_device(operator, spec, progress("box-17", 1), operator_keys.private, kept.append)
     assert (outcome, operator.active) == (Outcome.ROLLED_BACK, 1), reason
     assert "version 1" in reason and kept == operator.sent and operator.desired == kept
     # a resumed rollback sends the kept envelope again; a device already on that version counts as rolled back
-    again, reason = roll_back_device(operator, spec, progress("box-17", 1, kept[0]), operator_keys.private, kept.append)  # type: ignore[arg-type]
+    again, reason = roll_back_device(operator, spec, progress("box-17", 1, kept[0]), operator_keys.private, kept.append)
     assert again is Outcome.ROLLED_BACK and operator.sent[1] == kept[0] and len(kept) == 1, reason
 
 
@@ -151,7 +152,7 @@ def test_roll_back_device_when_the_device_ran_no_version_before_then_it_stays_ac
 ) -> None:
     operator = StandInOperator(active=3, kept={3})
     outcome, reason = roll_back_device(
-        operator,  # type: ignore[arg-type]
+        operator,
         spec_of(operator_keys),
         progress("box-17", None),
         operator_keys.private,

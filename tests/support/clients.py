@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import threading
-from typing import Any
+from collections.abc import Callable
 
 from edge_sdk.fleet.device.agent import Agent
-from edge_sdk.mqtt import Message, MqttSettings
+from edge_sdk.mqtt import ConnectionListener, Message, MessageHandler, MqttSettings
+from edge_sdk.mqtt.publishing import Payload, payload_bytes
 
 
 class Inbox:
@@ -45,8 +46,29 @@ class RecordingClient:
         self.published: list[tuple[str, bytes, bytes | None]] = []
         self.is_connected = True
 
-    def publish(self, topic: str, payload: bytes, correlation_data: bytes | None = None, **_: Any) -> None:
-        self.published.append((topic, payload, correlation_data))
+    def publish(
+        self,
+        topic: str,
+        payload: Payload = None,
+        qos: int = 0,
+        retain: bool = False,
+        wait: bool | float = True,
+        response_topic: str | None = None,
+        correlation_data: bytes | None = None,
+    ) -> None:
+        self.published.append((topic, payload_bytes(payload), correlation_data))
+
+    def start(self) -> None:
+        """Nothing to connect to."""
+
+    def disconnect(self, flush_timeout: float = 0.0) -> None:
+        self.is_connected = False
+
+    def add_listener(self, listener: ConnectionListener) -> Callable[[], None]:
+        return lambda: None
+
+    def subscribe(self, topic_filter: str, handler: MessageHandler, qos: int = 1, timeout: float | None = None) -> int:
+        return qos
 
 
 def recording_client(agent: Agent) -> RecordingClient:

@@ -51,6 +51,7 @@ from edge_sdk.fleet.wire.protocol import (
 )
 from edge_sdk.fleet.wire.signing import load_trusted_keys
 from edge_sdk.mqtt import Message, MqttClient, MqttError, MqttSettings, Will
+from edge_sdk.mqtt.client_roles import AgentClient
 from edge_sdk.mqtt.topics import DeviceTopics
 from edge_sdk.profiles import DeviceProfile, ProfileCatalog
 from edge_sdk.sinks.agent import OUTBOX_ENV
@@ -71,7 +72,7 @@ class Agent:
         *,
         now: Callable[[], datetime] = utc_now,
         profile: DeviceProfile | None = None,
-        client: Callable[[MqttSettings], MqttClient] = MqttClient,
+        client: Callable[[MqttSettings], AgentClient] = MqttClient,
     ):
         self.config = config
         self.topics = DeviceTopics(config.device_id)

@@ -20,7 +20,8 @@ import queue
 import threading
 from collections.abc import Callable
 
-from edge_sdk.mqtt import AckTimeoutError, ConnectionEvent, ConnectionState, Message, MessageHandler, MqttClient
+from edge_sdk.mqtt import AckTimeoutError, ConnectionEvent, ConnectionState, Message, MessageHandler
+from edge_sdk.mqtt.client_roles import AgentClient
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +31,7 @@ _STOP = "stop"
 class AgentInbox:
     """Subscriptions of one MQTT client and the worker that runs their messages in order (see the module docstring)."""
 
-    def __init__(self, client: MqttClient, *, name: str, max_chunk_bytes: int):
+    def __init__(self, client: AgentClient, *, name: str, max_chunk_bytes: int):
         self._client = client
         self._name = name
         self._max_chunk_bytes = max_chunk_bytes

@@ -17,7 +17,8 @@ import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from edge_sdk.mqtt import MqttClient, MqttError, PublishRejectedError
+from edge_sdk.mqtt import MqttError, PublishRejectedError
+from edge_sdk.mqtt.client_roles import PublishingClient
 from edge_sdk.mqtt.topics import DeviceTopics
 from edge_sdk.sinks.agent import ResultsOutbox
 
@@ -45,7 +46,7 @@ class ForwarderStats:
 class ResultForwarder:
     """Publishes the outbox's entries on the agent's connection (see the module docstring)."""
 
-    def __init__(self, path: Path, client: MqttClient, topics: DeviceTopics, max_entries: int):
+    def __init__(self, path: Path, client: PublishingClient, topics: DeviceTopics, max_entries: int):
         self.outbox = ResultsOutbox(path, create=True, max_entries=max_entries)
         self.path = path
         self._client = client

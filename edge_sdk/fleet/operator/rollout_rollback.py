@@ -14,15 +14,16 @@ that deactivates a deployment, so it stays active and its reason says so.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any, Protocol
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from edge_sdk.core.errors import CommandTimeoutError, EdgeSDKError
-from edge_sdk.fleet.operator.client import FleetOperator, manifest_of
+from edge_sdk.fleet.operator.client import DEFAULT_TIMEOUT_S, DeviceRecord, FleetOperator, manifest_of
 from edge_sdk.fleet.operator.rollout_store import (
     VIA_DESIRED,
     DeviceProgress,
@@ -33,7 +34,7 @@ from edge_sdk.fleet.operator.rollout_store import (
     RolloutStore,
 )
 from edge_sdk.fleet.wire.manifest import DeploymentManifest, TargetSelector
-from edge_sdk.fleet.wire.protocol import decode_desired
+from edge_sdk.fleet.wire.protocol import Response, decode_desired
 from edge_sdk.fleet.wire.signing import key_id, load_private_key, sign_manifest
 from edge_sdk.mqtt import MqttError
 
@@ -150,7 +151,21 @@ def _device_envelope(
     return envelope
 
 
-def restore_desired(operator: FleetOperator, device: str, previous: bytes) -> None:
+class RollbackOperator(Protocol):
+    """What rolling one device back needs of the operator (FleetOperator has it)."""
+
+    def request(
+        self, device: str, name: str, args: dict[str, Any] | None = None, timeout: float = DEFAULT_TIMEOUT_S
+    ) -> Response: ...
+
+    def publish_desired(
+        self, device: str, deployment: bytes | None, pipelines: Iterable[str] | None = None
+    ) -> object: ...
+
+    def wait_for(self, predicate: Callable[[DeviceRecord], bool], device: str, timeout: float) -> bool: ...
+
+
+def restore_desired(operator: RollbackOperator, device: str, previous: bytes) -> None:
     """Publish the previous desired state's deployment and pipelines again, under a new revision."""
     desired = decode_desired(previous)
     deployment = desired.deployment.encode("utf-8") if desired.deployment is not None else None
@@ -158,7 +173,7 @@ def restore_desired(operator: FleetOperator, device: str, previous: bytes) -> No
 
 
 def roll_back_device(
-    operator: FleetOperator,
+    operator: RollbackOperator,
     spec: RolloutSpec,
     device: DeviceProgress,
     key: Ed25519PrivateKey | None = None,
@@ -190,7 +205,7 @@ def roll_back_device(
 
 
 def _send_rollback(
-    operator: FleetOperator, spec: RolloutSpec, name: str, envelope: bytes, how: str
+    operator: RollbackOperator, spec: RolloutSpec, name: str, envelope: bytes, how: str
 ) -> tuple[Outcome, str]:
     """Send `rollback` with a signed rollback envelope; once done, it is the device's desired deployment too."""
     version = manifest_of(envelope).version
