@@ -47,6 +47,8 @@ FALLBACK_WHEELS=("pyyaml>=6.0" "click>=8.1" "rich>=13" markdown-it-py mdurl "fil
   "prometheus-client>=0.17" "pytest>=8" pluggy iniconfig packaging "pytest-timeout>=2.2" "hypothesis>=6.100"
   sortedcontainers attrs typing-extensions "onnxscript>=0.5" onnx-ir)
 NOT_CARRIED=(ruff mypy types-PyYAML imageio-ffmpeg)
+# The broker and its password tool, as paths inside an unpacked Debian root (the first is the broker).
+MOSQUITTO_TOOLS=(usr/sbin/mosquitto usr/bin/mosquitto_passwd)
 # Debian bookworm's Mosquitto 2.0.11 and every library it loads but glibc (checked with ldd by `prepare`).
 MOSQUITTO_DEBS=(mosquitto libwrap0 libsystemd0 libdlt2 libssl3 libcap2 libnsl2 libgcrypt20 liblzma5 libzstd1
   liblz4-1 libtirpc3 libgpg-error0 libgssapi-krb5-2 libkrb5-3 libk5crypto3 libcom-err2 libkrb5support0 libkeyutils1)
@@ -77,10 +79,11 @@ prepare_mosquitto() {
     "usr/lib/$multiarch/ossl-modules" "usr/lib/$multiarch/krb5" "usr/lib/$multiarch"/mosquitto_*.so)
   # soname links become the files they name
   find "$build/root" -type l | while read -r link; do mv -f "$(dirname "$link")/$(readlink "$link")" "$link"; done
-  outside=$(LD_LIBRARY_PATH=$libs ldd "$build/root/usr/sbin/mosquitto" "$build/root/usr/bin/mosquitto_passwd" |
+  local tools=("${MOSQUITTO_TOOLS[@]/#/$build/root/}")
+  outside=$(LD_LIBRARY_PATH=$libs ldd "${tools[@]}" |
     awk '/=>/ {print $1, $3}' | grep -v "$build/root" | grep -Ev '^(libc|libm|libresolv|libpthread|libdl|librt)\.so' || true)
   [ -z "$outside" ] || { echo "prepare: mosquitto also loads, from this system: $outside" >&2; return 1; }
-  version=$(LD_LIBRARY_PATH=$libs "$build/root/usr/sbin/mosquitto" -h 2>&1 | head -1 || true)
+  version=$(LD_LIBRARY_PATH=$libs "${tools[0]}" -h 2>&1 | head -1 || true)
   echo "$version" | grep -q "^mosquitto version" || { echo "prepare: mosquitto -h says: $version" >&2; return 1; }
   echo "$version"
   tar -C "$build/root" -cJf "$mosquitto_tar" .
@@ -180,7 +183,7 @@ PY
   fi
   if [ -n "$mosquitto_root" ]; then
     mkdir -p "$HOME/mosquitto/bin"
-    for tool in usr/sbin/mosquitto usr/bin/mosquitto_passwd; do
+    for tool in "${MOSQUITTO_TOOLS[@]}"; do
       printf '%s\n' '#!/bin/sh' \
         "LD_LIBRARY_PATH=$(lib_dirs "$mosquitto_root") exec $mosquitto_root/$tool \"\$@\"" \
         > "$HOME/mosquitto/bin/$(basename "$tool")"
