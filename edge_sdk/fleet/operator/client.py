@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from edge_sdk.core.errors import ChunkSendError, CommandTimeoutError
 from edge_sdk.fleet.operator.chunk_sender import missing_chunks, send_chunks
@@ -41,6 +41,7 @@ from edge_sdk.fleet.wire.protocol import (
 from edge_sdk.mqtt import AckTimeoutError, Message, MqttClient
 from edge_sdk.mqtt.topics import DeviceTopics
 
+T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 ALL = DeviceTopics("+")
@@ -283,14 +284,20 @@ class FleetOperator:
             pending.response = response
             pending.event.set()
 
-    def _on_state(self, message: Message) -> None:
-        if not message.payload:  # a cleared retained message
-            self._forget(message.topic, "presence")
-            return
+    def _decoded(self, message: Message, kind: str, decode: Callable[[bytes], T]) -> T | None:
+        """A retained state message decoded; None once a cleared one (empty payload) is forgotten or a
+        malformed one ignored."""
+        if not message.payload:
+            self._forget(message.topic, kind)
+            return None
         try:
-            presence = decode_presence(message.payload)
+            return decode(message.payload)
         except ProtocolError as exc:
             self._ignore(message, exc)
+            return None
+
+    def _on_state(self, message: Message) -> None:
+        if (presence := self._decoded(message, "presence", decode_presence)) is None:
             return
         device = _device_of(message.topic)
         known = self.device(device).presence
@@ -307,24 +314,12 @@ class FleetOperator:
                 self._update(presence.device, "state", presence=presence.model_copy(update={"online": online}))
 
     def _on_reported(self, message: Message) -> None:
-        if not message.payload:
-            self._forget(message.topic, "reported")
-            return
-        try:
-            reported = decode_reported(message.payload)
-        except ProtocolError as exc:
-            self._ignore(message, exc)
+        if (reported := self._decoded(message, "reported", decode_reported)) is None:
             return
         self._update(_device_of(message.topic), "reported", reported=reported)
 
     def _on_desired(self, message: Message) -> None:
-        if not message.payload:
-            self._forget(message.topic, "desired")
-            return
-        try:
-            desired = decode_desired(message.payload)
-        except ProtocolError as exc:
-            self._ignore(message, exc)
+        if (desired := self._decoded(message, "desired", decode_desired)) is None:
             return
         device = _device_of(message.topic)
         current = self.device(device).desired
