@@ -24,12 +24,14 @@ class PublishingClient(Protocol):
         self,
         topic: str,
         payload: Payload = None,
+        *,
         qos: int = 0,
         retain: bool = False,
         wait: bool | float = True,
         response_topic: str | None = None,
         correlation_data: bytes | None = None,
-    ) -> object: ...
+    ) -> object:
+        """MqttClient.publish; the options go by name (a stand-in may take them as **options)."""
 
 
 class AgentClient(PublishingClient, Protocol):

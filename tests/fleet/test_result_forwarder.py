@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from edge_sdk.fleet.device.results_forwarder import ResultForwarder
 from edge_sdk.mqtt import MqttSettings, NotConnectedError, PublishRejectedError
@@ -22,16 +23,7 @@ class FakeClient:
         self.refuse: set[str] = set()
         self.fail_at: int | None = None
 
-    def publish(
-        self,
-        topic: str,
-        payload: Payload = None,
-        qos: int = 0,
-        retain: bool = False,
-        wait: bool | float = True,
-        response_topic: str | None = None,
-        correlation_data: bytes | None = None,
-    ) -> None:
+    def publish(self, topic: str, payload: Payload = None, **options: Any) -> None:
         assert isinstance(payload, bytes), "the forwarder publishes the outbox's bytes"
         if self.fail_at is not None and len(self.published) == self.fail_at:
             self.fail_at = None

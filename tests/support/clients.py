@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from edge_sdk.fleet.device.agent import Agent
 from edge_sdk.mqtt import ConnectionListener, Message, MessageHandler, MqttSettings
@@ -46,17 +47,8 @@ class RecordingClient:
         self.published: list[tuple[str, bytes, bytes | None]] = []
         self.is_connected = True
 
-    def publish(
-        self,
-        topic: str,
-        payload: Payload = None,
-        qos: int = 0,
-        retain: bool = False,
-        wait: bool | float = True,
-        response_topic: str | None = None,
-        correlation_data: bytes | None = None,
-    ) -> None:
-        self.published.append((topic, payload_bytes(payload), correlation_data))
+    def publish(self, topic: str, payload: Payload = None, **options: Any) -> None:
+        self.published.append((topic, payload_bytes(payload), options.get("correlation_data")))
 
     def start(self) -> None:
         """Nothing to connect to."""
