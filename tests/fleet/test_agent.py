@@ -6,7 +6,6 @@ import json
 import logging
 import subprocess
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -30,9 +29,10 @@ from edge_sdk.fleet.wire.protocol import (
     encode_message,
     new_command,
 )
-from edge_sdk.mqtt import ConnectionState, Message, MqttClient
+from edge_sdk.mqtt import ConnectionState, MqttClient
 from edge_sdk.mqtt.topics import DeviceTopics
 from tests.fleet.conftest import Keys
+from tests.support.clients import Inbox
 from tests.support.waits import poll_until
 from tools.harness.broker import FleetBroker
 from tools.harness.deployments import DEVICE_ID, PROFILE, Deployment, make_deployment
@@ -56,36 +56,12 @@ def config(fleet: FleetBroker, tmp_path: Path, operator_keys: Keys) -> AgentConf
     )
 
 
-class Watch:
-    """Keeps every message on a topic filter; waits for one that satisfies a predicate."""
-
-    def __init__(self) -> None:
-        self._condition = threading.Condition()
-        self.messages: list[Message] = []
-
-    def __call__(self, message: Message) -> None:
-        with self._condition:
-            self.messages.append(message)
-            self._condition.notify_all()
-
-    def wait(self, predicate: Callable[[Message], bool], what: str, timeout: float = WAIT_S) -> Message:
-        with self._condition:
-            found: list[Message] = []
-
-            def check() -> bool:
-                found[:] = [m for m in self.messages if predicate(m)]
-                return bool(found)
-
-            assert self._condition.wait_for(check, timeout), f"expected {what} within {timeout} s, got {self.messages}"
-            return found[-1]
-
-
 class Operator:
     """The operator's side of the protocol, just enough for these tests."""
 
     def __init__(self, client: MqttClient):
         self.client = client
-        self.responses, self.state, self.reported = Watch(), Watch(), Watch()
+        self.responses, self.state, self.reported = Inbox(), Inbox(), Inbox()
         client.subscribe(TOPICS.resp, self.responses, qos=1)
         client.subscribe(TOPICS.state, self.state, qos=1)
         client.subscribe(TOPICS.reported, self.reported, qos=1)
@@ -123,7 +99,7 @@ def operator(fleet: FleetBroker) -> Iterator[Operator]:
 
 def retained_presence(operator: Operator) -> Presence:
     """What a subscriber that comes now receives on the state topic (the retained message)."""
-    watch = Watch()
+    watch = Inbox()
     operator.client.unsubscribe(TOPICS.state)
     operator.client.subscribe(TOPICS.state, watch, qos=1)
     message = watch.wait(lambda m: True, "the retained presence")

@@ -29,6 +29,18 @@ class Inbox:
             self._condition.wait_for(lambda: len(self.messages) >= count, timeout)
             return list(self.messages[:count])
 
+    def wait(self, predicate: Callable[[Message], bool], what: str, timeout: float = 20.0) -> Message:
+        """The latest message satisfying `predicate`, waiting up to `timeout` seconds; fails naming `what`."""
+        with self._condition:
+            found: list[Message] = []
+
+            def check() -> bool:
+                found[:] = [m for m in self.messages if predicate(m)]
+                return bool(found)
+
+            assert self._condition.wait_for(check, timeout), f"expected {what} within {timeout} s, got {self.messages}"
+            return found[-1]
+
     def settle(self, quiet_s: float = 0.3) -> list[Message]:
         """Everything received once nothing new has come for `quiet_s` seconds."""
         with self._condition:
