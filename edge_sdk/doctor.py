@@ -9,10 +9,11 @@ import shutil
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from edge_sdk.backends.onnxruntime import providers
+from edge_sdk.backends.registry import get_backend
 from edge_sdk.core.errors import BackendUnavailableError, EdgeSDKError
-from edge_sdk.engines.onnxruntime import providers
-from edge_sdk.engines.registry import get_backend
-from edge_sdk.profiles import HostFacts, HostProbe, ProfileCatalog
+from edge_sdk.core.host import HostFacts, HostProbe
+from edge_sdk.profiles import ProfileCatalog
 
 # (distribution names that provide it, import name, why, install command)
 PACKAGES: tuple[tuple[tuple[str, ...], str, str, str], ...] = (

@@ -91,7 +91,7 @@ fixture, is marked `broker`, which the fast lane (make test-fast) leaves out."""
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark tests that start servers `broker`; skip hardware tests, with the reason, where the provider they
     need is absent or cannot load."""
-    from edge_sdk.engines.onnxruntime.providers import provider_load_problem
+    from edge_sdk.backends.onnxruntime.providers import provider_load_problem
 
     try:
         import onnxruntime

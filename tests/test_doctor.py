@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from edge_sdk.backends.onnxruntime import providers
 from edge_sdk.doctor import diagnose
-from edge_sdk.engines.onnxruntime import providers
-from edge_sdk.profiles import HostFacts, ProfileCatalog
+from edge_sdk.core.host import HostFacts
+from edge_sdk.profiles import ProfileCatalog
 
 from .engines.fake_capi import MISSING_DEPENDENCY, build_fake_capi
 

@@ -11,7 +11,20 @@ import pytest
 
 LIBRARY = Path(__file__).resolve().parents[1] / "edge_sdk"
 
-LAYERS = ("core", "profiles", "graph", "sources", "postprocess", "engines", "mqtt", "sinks", "pipeline", "fleet", "cli")
+LAYERS = (
+    "core",
+    "graph",
+    "sources",
+    "postprocess",
+    "backends",
+    "profiles",
+    "engines",
+    "mqtt",
+    "sinks",
+    "pipeline",
+    "fleet",
+    "cli",
+)
 """Bottom to top; a module may import its own layer and the ones before it (docs/architecture.md says why)."""
 
 TOP_LEVEL_MODULES = {
@@ -20,15 +33,6 @@ TOP_LEVEL_MODULES = {
     "schemas": "cli",
 }
 """Modules at the top of the package and the layer each belongs to (`__init__` is the public face, above all)."""
-
-KNOWN_UPWARD = {
-    ("edge_sdk.profiles.model", "edge_sdk.engines.calibration.settings"),
-    ("edge_sdk.profiles.model", "edge_sdk.engines.equivalence_settings"),
-    ("edge_sdk.profiles.model", "edge_sdk.engines.onnxruntime.options"),
-}
-"""Upward imports that remain until the backend registry owns the profile's backend options (issue 11, item 2).
-Nothing may be added here; the test fails when one is gone, so the list only shrinks."""
-
 
 def layer_of(module: str) -> str:
     parts = module.split(".")
@@ -90,16 +94,8 @@ def module_name_is_library(module: str) -> bool:
 
 def test_every_import_points_down_the_layer_order() -> None:
     found = upward(all_imports())
-    new = [
-        f"{s}:{line} imports {t} ({layer_of(s)} -> {layer_of(t)})" for s, t, line in found if (s, t) not in KNOWN_UPWARD
-    ]
-    assert not new, "upward imports (docs/architecture.md gives the order):\n" + "\n".join(new)
-
-
-def test_the_known_upward_imports_still_exist_so_the_list_only_shrinks() -> None:
-    found = {(s, t) for s, t, _line in upward(all_imports())}
-    gone = sorted(KNOWN_UPWARD - found)
-    assert not gone, f"remove these from KNOWN_UPWARD, they are fixed: {gone}"
+    lines = [f"{s}:{line} imports {t} ({layer_of(s)} -> {layer_of(t)})" for s, t, line in found]
+    assert not lines, "upward imports (docs/architecture.md gives the order):\n" + "\n".join(lines)
 
 
 @pytest.mark.parametrize(
@@ -108,7 +104,7 @@ def test_the_known_upward_imports_still_exist_so_the_list_only_shrinks() -> None
         ("edge_sdk.pipeline.runtime", "edge_sdk.engines.engine", False),
         ("edge_sdk.engines.engine", "edge_sdk.pipeline.runtime", True),
         ("edge_sdk.core.preprocess", "edge_sdk.core.errors", False),
-        ("edge_sdk.core.errors", "edge_sdk.engines.runner", True),
+        ("edge_sdk.core.errors", "edge_sdk.backends.runner", True),
         ("edge_sdk.sinks.mqtt", "edge_sdk.mqtt.client", False),
         ("edge_sdk.annotate", "edge_sdk.pipeline.config", True),
     ],
@@ -118,12 +114,12 @@ def test_upward_finds_imports_against_the_order(source: str, target: str, is_upw
 
 
 def test_imported_modules_resolves_relative_and_function_level_imports() -> None:
-    package = LIBRARY / "engines" / "onnxruntime"
+    package = LIBRARY / "backends" / "onnxruntime"
     found = dict(imported_modules(package / "runner.py"))
-    assert "edge_sdk.engines.runner" in found, "`from ..runner import` resolves to the engines package"
-    assert "edge_sdk.engines.onnxruntime.io_binding" in found
-    local = dict(imported_modules(LIBRARY / "engines" / "onnxruntime" / "quantize.py"))
-    assert "edge_sdk.profiles.host" in local, "an import inside a function counts"
+    assert "edge_sdk.backends.runner" in found, "`from ..runner import` resolves to the backends package"
+    assert "edge_sdk.backends.onnxruntime.io_binding" in found
+    local = dict(imported_modules(LIBRARY / "backends" / "onnxruntime" / "quantize.py"))
+    assert "edge_sdk.core.host" in local, "an import inside a function counts"
 
 
 FLEET_SIDES = {"wire": set(), "device": {"wire"}, "operator": {"wire"}}

@@ -149,7 +149,7 @@ print("platform.machine():", platform.machine(), "| /proc/sys/kernel/arch:", ope
 print("onnxruntime", ort.__version__, "get_available_providers():", ort.get_available_providers())
 print("XNNPACK available:", "XnnpackExecutionProvider" in ort.get_available_providers())
 PY
-  arm -m edge_sdk.engines.onnxruntime.providers
+  arm -m edge_sdk.backends.onnxruntime.providers
 }
 
 detect_as_is() {

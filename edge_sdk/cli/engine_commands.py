@@ -13,6 +13,8 @@ import numpy as np
 from rich.markup import escape
 from rich.table import Table
 
+from edge_sdk.backends.calibration import Calibration, int8_settings, make_calibration
+from edge_sdk.backends.calibration.setup import TaskKind
 from edge_sdk.core.errors import ConfigError, SourceError
 from edge_sdk.core.model_file import ModelFile
 from edge_sdk.core.precision import PRECISIONS, Precision
@@ -25,8 +27,6 @@ from edge_sdk.engines.benchmark import (
     check_benchmark_arguments,
 )
 from edge_sdk.engines.cache import NotAnEntry
-from edge_sdk.engines.calibration import Calibration, int8_settings, make_calibration
-from edge_sdk.engines.calibration.setup import TaskKind
 from edge_sdk.engines.engine import PreparedEngine, prepare_engine, verify_cache
 from edge_sdk.engines.equivalence import GateData
 from edge_sdk.graph.options import GraphOptions

@@ -8,8 +8,8 @@ import click
 import yaml
 from rich.table import Table
 
-from edge_sdk.engines.registry import get_backend
-from edge_sdk.profiles import HostProbe
+from edge_sdk.backends.registry import get_backend
+from edge_sdk.core.host import HostProbe
 
 from .context import CliContext
 

@@ -14,13 +14,13 @@ from rich.table import Table
 from .context import CliContext
 
 if TYPE_CHECKING:
+    from edge_sdk.backends.calibration import Calibration
+    from edge_sdk.backends.calibration.setup import TaskKind
+    from edge_sdk.backends.int8.accuracy import AccuracyReport
+    from edge_sdk.backends.int8.range_check import RangeWarning
+    from edge_sdk.backends.int8.sensitivity import SensitivityAnalysis
     from edge_sdk.core.model_file import ModelFile
-    from edge_sdk.engines.accuracy import AccuracyReport
-    from edge_sdk.engines.calibration import Calibration
-    from edge_sdk.engines.calibration.setup import TaskKind
     from edge_sdk.engines.compare import EngineComparison
-    from edge_sdk.engines.range_check import RangeWarning
-    from edge_sdk.engines.sensitivity import SensitivityAnalysis
     from edge_sdk.pipeline.config import PipelineConfig
     from edge_sdk.profiles import DeviceProfile
 
@@ -187,9 +187,9 @@ def sensitivity(
     The data is split as an int8 build splits it (every k-th sample held out to measure, the rest
     calibrate). Also checks the calibrated activation ranges for saturation and lost precision.
     """
+    from edge_sdk.backends.calibration import SampleSet, int8_settings, open_calibration_data, task_spec
+    from edge_sdk.backends.int8.sensitivity import analyse_sensitivity
     from edge_sdk.core.model_file import ModelFile
-    from edge_sdk.engines.calibration import SampleSet, int8_settings, open_calibration_data, task_spec
-    from edge_sdk.engines.sensitivity import analyse_sensitivity
 
     pipeline = _load_pipeline(pipeline_path)
     model_file = ModelFile.load(model)
@@ -211,7 +211,7 @@ def sensitivity(
         analysis = analyse_sensitivity(model_file.path, samples, settings, task_kind, progress=progress)
     shown = analysis.layers[:top] if top else analysis.layers
     if plot is not None:
-        from edge_sdk.engines.sensitivity_plot import plot_sensitivity
+        from edge_sdk.backends.int8.sensitivity_plot import plot_sensitivity
 
         plot_sensitivity(shown, plot, title=f"{model.name}: INT8 sensitivity, each layer quantised alone")
     if as_json:
@@ -269,7 +269,7 @@ def _calibration_factory(
     """How an int8 spec gets its Calibration: --calib with the profile's int8 settings, as `edge-sdk build` does."""
     if calib is None:
         return None
-    from edge_sdk.engines.calibration import int8_settings, make_calibration
+    from edge_sdk.backends.calibration import int8_settings, make_calibration
 
     def calibration(model: ModelFile, profile: DeviceProfile) -> Calibration:
         return make_calibration(

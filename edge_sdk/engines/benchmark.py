@@ -10,10 +10,9 @@ from typing import Any
 
 import numpy as np
 
+from edge_sdk.backends.runner import EngineRunner
 from edge_sdk.core.errors import ConfigError
 from edge_sdk.core.tensor_meta import TensorMeta
-
-from .runner import EngineRunner
 
 MAX_BENCH_BATCH = 1024
 """Largest batch size a benchmark runs (the pipeline's runtime.batch_size has the same bound)."""

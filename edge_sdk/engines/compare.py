@@ -18,26 +18,25 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from edge_sdk.backends.calibration import Calibration, SampleSet, open_calibration_data, task_spec
+from edge_sdk.backends.int8.accuracy import AccuracyGate, AccuracyReport, compare_outputs, run_samples
+from edge_sdk.backends.onnxruntime.library import import_onnxruntime
+from edge_sdk.backends.onnxruntime.runner import SessionRunner
+from edge_sdk.backends.registry import get_backend
+from edge_sdk.backends.runner import EngineRunner
 from edge_sdk.core.errors import ConfigError, EngineBuildError, ModelError
 from edge_sdk.core.model_file import ModelFile
 from edge_sdk.core.precision import PRECISIONS, Precision
 from edge_sdk.core.tensor_meta import select_input
 from edge_sdk.profiles import DeviceProfile, ProfileCatalog
 
-from .accuracy import AccuracyGate, AccuracyReport, compare_outputs, run_samples
 from .cache import CacheEntry, EngineCache
-from .calibration import Calibration, SampleSet, open_calibration_data, task_spec
-from .onnxruntime.library import import_onnxruntime
-from .onnxruntime.runner import SessionRunner
-from .registry import get_backend
-from .runner import EngineRunner
 
 if TYPE_CHECKING:
+    from edge_sdk.backends.calibration.setup import TaskKind
     from edge_sdk.core.preprocess import PreprocessSpec
     from edge_sdk.graph.options import GraphOptions
     from edge_sdk.postprocess import AnyPostprocessSpec
-
-    from .calibration.setup import TaskKind
 
 _DIGEST = re.compile(r"^[0-9a-f]{4,64}$")
 SPEC_FORMS = "MODEL.onnx, MODEL.onnx@PROFILE[:PRECISION], MODEL.onnx:PRECISION or a cache digest prefix"

@@ -11,23 +11,23 @@ from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from edge_sdk.backends.int8.accuracy import AccuracyGate
+from edge_sdk.backends.registry import BACKENDS, get_backend
+from edge_sdk.backends.runner import EngineRunner
 from edge_sdk.core.errors import ConfigError, EngineBuildError
 from edge_sdk.core.model_file import ModelFile
 from edge_sdk.core.precision import Precision
 from edge_sdk.core.tensor_meta import TensorMeta
-from edge_sdk.profiles import DeviceProfile, HostFacts, HostProbe
+from edge_sdk.core.host import HostFacts, HostProbe
+from edge_sdk.profiles import DeviceProfile
+from edge_sdk.profiles.equivalence_settings import EquivalenceSettings
 
-from .accuracy import AccuracyGate
 from .cache import CacheEntry, EngineCache, EngineKey, EntryReport
 from .equivalence import GateData, GateFrames, GateVerdict, check_equivalence
-from .equivalence_settings import EquivalenceSettings
-from .registry import BACKENDS, get_backend
-from .runner import EngineRunner
 
 if TYPE_CHECKING:
+    from edge_sdk.backends.calibration.settings import Calibration
     from edge_sdk.graph.options import GraphOptions
-
-    from .calibration.settings import Calibration
 
 GRAPH_DIR = "graph"
 """Holds the model after the SDK's graph passes (and folded preprocessing), under the user's file name

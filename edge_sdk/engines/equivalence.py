@@ -16,13 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from edge_sdk.backends.calibration.settings import TaskSpec
+from edge_sdk.backends.int8.accuracy import AccuracyGate, AccuracyReport, compare_outputs, run_samples
+from edge_sdk.backends.runner import EngineRunner
 from edge_sdk.core.errors import ConfigError, EngineBuildError, SourceError, first_line
 from edge_sdk.core.model_file import ModelFile
 from edge_sdk.core.tensor_meta import TensorMeta
-
-from .accuracy import AccuracyGate, AccuracyReport, compare_outputs, run_samples
-from .calibration.settings import TaskSpec
-from .runner import EngineRunner
 
 if TYPE_CHECKING:
     from edge_sdk.core.preprocess import PreprocessSpec
@@ -204,7 +203,7 @@ def _reference_samples(
 ) -> tuple[list[dict[str, np.ndarray]], str]:
     """The frames as the model's own input (the pipeline's preprocessing, or raw frames when the input
     takes them); seeded random inputs for a model frames cannot feed."""
-    from .calibration.frame_data import frame_feed
+    from edge_sdk.backends.calibration.frame_data import frame_feed
 
     try:
         feed, _target = frame_feed(reference.inputs, data.preprocess, data.input_name, "(equivalence gate)")
@@ -278,7 +277,7 @@ def _first_item(outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 def _task(reference: ModelFile, postprocess: AnyPostprocessSpec | None) -> TaskSpec:
     """The pipeline's post-processing says what outputs mean; without one, a model with the TF Object
     Detection API outputs (the `ssd` defaults) is judged as a detector, anything else per output."""
-    from .calibration.setup import task_spec
+    from edge_sdk.backends.calibration.setup import task_spec
 
     if postprocess is not None:
         return task_spec(None, postprocess)

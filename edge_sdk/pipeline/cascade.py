@@ -16,11 +16,11 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from edge_sdk.backends.runner import EngineRunner
 from edge_sdk.core.precision import Precision
 from edge_sdk.core.preprocess import Preprocessor, PreprocessSpec
 from edge_sdk.core.results import Detection, FrameMeta, Result
 from edge_sdk.core.tensor_meta import select_input
-from edge_sdk.engines.runner import EngineRunner
 from edge_sdk.postprocess.classification import ClassificationPostprocessor, ClassificationSpec
 
 

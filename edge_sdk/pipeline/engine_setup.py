@@ -21,7 +21,7 @@ from edge_sdk.postprocess.classification import ClassificationPostprocessor
 from edge_sdk.profiles import DeviceProfile
 
 if TYPE_CHECKING:
-    from edge_sdk.engines.calibration import Calibration
+    from edge_sdk.backends.calibration import Calibration
     from edge_sdk.graph.options import GraphOptions
 
 
@@ -111,7 +111,7 @@ def pipeline_calibration(
 ) -> Calibration:
     """The int8 calibration of this pipeline's model: `data` and `overrides` (from the CLI) win over the
     pipeline's `model.calibration`, which wins over the profile's `int8` settings."""
-    from edge_sdk.engines.calibration import int8_settings, make_calibration
+    from edge_sdk.backends.calibration import int8_settings, make_calibration
 
     spec = config.model.calibration
     data = data or (spec.data if spec else None)

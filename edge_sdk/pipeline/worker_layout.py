@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from edge_sdk.engines.registry import get_backend
+from edge_sdk.backends.registry import get_backend
 from edge_sdk.profiles import DeviceProfile
 
 from .config import RuntimeSpec

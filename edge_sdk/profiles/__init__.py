@@ -1,7 +1,6 @@
 """Device profiles: what a box is and how to build and run models on it."""
 
 from .catalog import ProfileCatalog, default_profile_dir
-from .host import HostFacts, HostProbe
 from .model import DetectionRule, DeviceProfile
 
-__all__ = ["DetectionRule", "DeviceProfile", "HostFacts", "HostProbe", "ProfileCatalog", "default_profile_dir"]
+__all__ = ["DetectionRule", "DeviceProfile", "ProfileCatalog", "default_profile_dir"]

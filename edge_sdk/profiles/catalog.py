@@ -6,9 +6,9 @@ import os
 from pathlib import Path
 
 from edge_sdk.core.errors import ConfigError
+from edge_sdk.core.host import HostFacts, HostProbe
 from edge_sdk.core.yaml_model import load_yaml_model
 
-from .host import HostFacts, HostProbe
 from .model import DeviceProfile
 
 PROFILE_DIR_ENV = "EDGE_SDK_PROFILE_DIR"

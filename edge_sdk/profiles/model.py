@@ -8,12 +8,12 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from edge_sdk.backends.calibration.settings import Int8Settings
+from edge_sdk.backends.onnxruntime.options import OnnxRuntimeOptions
+from edge_sdk.core.host import HostFacts
 from edge_sdk.core.precision import Precision
-from edge_sdk.engines.calibration.settings import Int8Settings
-from edge_sdk.engines.equivalence_settings import EquivalenceSettings
-from edge_sdk.engines.onnxruntime.options import OnnxRuntimeOptions
 
-from .host import HostFacts
+from .equivalence_settings import EquivalenceSettings
 
 PROFILE_NAME_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
 """A profile name: lower-case letters, digits and '-', so it is always a plain file stem in the profile folder."""

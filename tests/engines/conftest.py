@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from edge_sdk.profiles import HostFacts
+from edge_sdk.core.host import HostFacts
 
 TEST_HOST = HostFacts(arch="x86_64", cpu_model="Test CPU @ 3.00GHz", cpu_flags=frozenset({"sse4_2", "avx2", "fma"}))
 

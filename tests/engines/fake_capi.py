@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_sdk.engines.onnxruntime.providers import PROVIDER_LIBRARIES, SHARED_LIBRARY
+from edge_sdk.backends.onnxruntime.providers import PROVIDER_LIBRARIES, SHARED_LIBRARY
 
 MISSING_DEPENDENCY = "libdep.so"
 

@@ -8,9 +8,9 @@ import numpy as np
 import onnxruntime
 import pytest
 
+from edge_sdk.backends.calibration import TaskSpec
+from edge_sdk.backends.int8.accuracy import AccuracyGate, compare_outputs, run_samples
 from edge_sdk.core.errors import ConfigError
-from edge_sdk.engines.accuracy import AccuracyGate, compare_outputs, run_samples
-from edge_sdk.engines.calibration import TaskSpec
 from edge_sdk.postprocess.ssd import SsdSpec
 
 CLASSIFICATION = TaskSpec(kind="classification")

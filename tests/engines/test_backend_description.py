@@ -9,11 +9,12 @@ import os
 import pytest
 
 from edge_sdk import doctor
+from edge_sdk.backends.registry import BACKENDS
 from edge_sdk.engines.engine import exact_uint8_resize
-from edge_sdk.engines.registry import BACKENDS
 from edge_sdk.pipeline.config import RuntimeSpec
 from edge_sdk.pipeline.worker_layout import inference_layout
-from edge_sdk.profiles import HostProbe, ProfileCatalog
+from edge_sdk.core.host import HostProbe
+from edge_sdk.profiles import ProfileCatalog
 
 
 def test_a_cpu_profile_runs_several_single_threaded_workers_and_folds_an_exact_resize(catalog: ProfileCatalog) -> None:

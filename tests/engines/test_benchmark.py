@@ -13,7 +13,8 @@ from edge_sdk.core.tensor_meta import TensorMeta
 from edge_sdk.engines.benchmark import benchmark_engine, check_benchmark_arguments, make_input
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.engines.engine import PreparedEngine, prepare_engine
-from edge_sdk.profiles import DeviceProfile, HostFacts
+from edge_sdk.core.host import HostFacts
+from edge_sdk.profiles import DeviceProfile
 
 RED_BGR = np.zeros((48, 64, 3), np.uint8)
 RED_BGR[:, :, 2] = 255  # OpenCV frames are BGR: red is the last channel

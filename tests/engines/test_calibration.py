@@ -7,18 +7,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edge_sdk.core.errors import ConfigError
-from edge_sdk.core.model_file import ModelFile
-from edge_sdk.core.opencv import import_cv2
-from edge_sdk.core.preprocess import PreprocessSpec
-from edge_sdk.core.tensor_meta import TensorMeta
-from edge_sdk.engines.calibration import (
+from edge_sdk.backends.calibration import (
     Calibration,
     Int8Settings,
     SampleSet,
     TaskSpec,
     open_calibration_data,
 )
+from edge_sdk.core.errors import ConfigError
+from edge_sdk.core.model_file import ModelFile
+from edge_sdk.core.opencv import import_cv2
+from edge_sdk.core.preprocess import PreprocessSpec
+from edge_sdk.core.tensor_meta import TensorMeta
 
 # What the float classifier (float32 NCHW [N, 3, 8, 8]) expects from BGR frames.
 CLASSIFIER_PREPROCESS = PreprocessSpec(resize=(8, 8), layout="nchw", dtype="float32", scale=1 / 255)

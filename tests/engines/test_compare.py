@@ -9,10 +9,10 @@ import numpy as np
 import onnx
 import pytest
 
+from edge_sdk.backends.calibration import Int8Settings, make_calibration
+from edge_sdk.backends.int8.accuracy import AccuracyReport, OutputDrift
 from edge_sdk.core.errors import ConfigError, ModelError
-from edge_sdk.engines.accuracy import AccuracyReport, OutputDrift
 from edge_sdk.engines.cache import EngineCache
-from edge_sdk.engines.calibration import Int8Settings, make_calibration
 from edge_sdk.engines.compare import CompareSetup, EngineComparison, EngineSpec, compare_engines, parse_engine_spec
 from edge_sdk.pipeline.config import load_pipeline
 from edge_sdk.profiles import ProfileCatalog

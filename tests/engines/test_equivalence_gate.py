@@ -237,7 +237,7 @@ def test_the_gate_forgives_one_box_of_a_few_but_not_more(
     reference: int, candidate: int, matched: int, passes: bool
 ) -> None:
     # given a detector's report over a few frames (one box at the threshold falls either side)
-    from edge_sdk.engines.accuracy import AccuracyGate, AccuracyReport
+    from edge_sdk.backends.int8.accuracy import AccuracyGate, AccuracyReport
     from edge_sdk.engines.equivalence import forgiving_one_box
 
     total = reference + candidate

@@ -10,11 +10,11 @@ import onnxruntime
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from edge_sdk.backends.onnxruntime import providers as provider_probe
+from edge_sdk.backends.onnxruntime.builder import FP16_MODEL, OPTIMIZED_MODEL, OnnxRuntimeBuilder
+from edge_sdk.backends.onnxruntime.fp16 import TOOL, convert_to_fp16
+from edge_sdk.backends.onnxruntime.options import OnnxRuntimeOptions
 from edge_sdk.core.model_file import ModelFile
-from edge_sdk.engines.onnxruntime import providers as provider_probe
-from edge_sdk.engines.onnxruntime.builder import FP16_MODEL, OPTIMIZED_MODEL, OnnxRuntimeBuilder
-from edge_sdk.engines.onnxruntime.fp16 import TOOL, convert_to_fp16
-from edge_sdk.engines.onnxruntime.options import OnnxRuntimeOptions
 from edge_sdk.profiles import ProfileCatalog
 from tools.harness import onnx_models
 

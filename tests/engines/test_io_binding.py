@@ -20,12 +20,9 @@ import numpy as np
 import onnxruntime
 import pytest
 
-from edge_sdk.core.errors import BackendUnavailableError, ConfigError, EngineBuildError, ModelError
-from edge_sdk.engines.cache import EngineCache
-from edge_sdk.engines.engine import prepare_engine
-from edge_sdk.engines.onnxruntime import host_memory, io_binding
-from edge_sdk.engines.onnxruntime.builder import OPTIMIZED_MODEL
-from edge_sdk.engines.onnxruntime.io_binding import (
+from edge_sdk.backends.onnxruntime import host_memory, io_binding
+from edge_sdk.backends.onnxruntime.builder import OPTIMIZED_MODEL
+from edge_sdk.backends.onnxruntime.io_binding import (
     BoundSession,
     DeviceArray,
     binding_device,
@@ -33,9 +30,12 @@ from edge_sdk.engines.onnxruntime.io_binding import (
     device_array,
     with_cuda_graph,
 )
-from edge_sdk.engines.onnxruntime.options import OnnxRuntimeOptions
-from edge_sdk.engines.onnxruntime.runner import OnnxRuntimeRunner
-from edge_sdk.engines.onnxruntime.session import provider_list, run_provider_list
+from edge_sdk.backends.onnxruntime.options import OnnxRuntimeOptions
+from edge_sdk.backends.onnxruntime.runner import OnnxRuntimeRunner
+from edge_sdk.backends.onnxruntime.session import provider_list, run_provider_list
+from edge_sdk.core.errors import BackendUnavailableError, ConfigError, EngineBuildError, ModelError
+from edge_sdk.engines.cache import EngineCache
+from edge_sdk.engines.engine import prepare_engine
 from edge_sdk.profiles import DeviceProfile, ProfileCatalog
 from tools.harness.onnx_models import float_classifier
 

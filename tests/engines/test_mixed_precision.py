@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from edge_sdk.backends.calibration import Int8Settings, SampleSet, TaskSpec
+from edge_sdk.backends.int8.accuracy import AccuracyGate, AccuracyReport, run_samples
+from edge_sdk.backends.int8.mixed_precision import search_mixed_precision
+from edge_sdk.backends.int8.sensitivity import LayerSensitivity, cpu_session, evaluate_model
+from edge_sdk.backends.onnxruntime.quantize import TensorRanges, calibrate, prepare_for_quantization
 from edge_sdk.core.errors import EngineBuildError
-from edge_sdk.engines.accuracy import AccuracyGate, AccuracyReport, run_samples
-from edge_sdk.engines.calibration import Int8Settings, SampleSet, TaskSpec
-from edge_sdk.engines.mixed_precision import search_mixed_precision
-from edge_sdk.engines.onnxruntime.quantize import TensorRanges, calibrate, prepare_for_quantization
-from edge_sdk.engines.sensitivity import LayerSensitivity, cpu_session, evaluate_model
 
 from .int8_models import SENSITIVE_NODE, labelled_samples, outlier_cnn
 
@@ -108,7 +108,7 @@ def test_search_mixed_precision_when_to_dict_lists_what_stayed_float(setup: Setu
 
 def test_rank_layers_when_first_node_does_not_quantise_alone_ranks_it_harmless(setup: Setup) -> None:
     # given a ranking request that starts with a pass-through node (a ReLU reading float data)
-    from edge_sdk.engines.sensitivity import rank_layers
+    from edge_sdk.backends.int8.sensitivity import rank_layers
 
     # when the layers are ranked
     layers = rank_layers(

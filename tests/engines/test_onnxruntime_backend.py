@@ -11,13 +11,14 @@ import onnxruntime
 import pytest
 from onnx import TensorProto, helper
 
+from edge_sdk.backends.onnxruntime import providers as provider_probe
+from edge_sdk.backends.onnxruntime.options import OnnxRuntimeOptions
+from edge_sdk.backends.onnxruntime.session import check_providers, provider_list, session_options
 from edge_sdk.core.errors import BackendUnavailableError, ConfigError, EngineBuildError, ModelError
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.engines.engine import PreparedEngine, prepare_engine
-from edge_sdk.engines.onnxruntime import providers as provider_probe
-from edge_sdk.engines.onnxruntime.options import OnnxRuntimeOptions
-from edge_sdk.engines.onnxruntime.session import check_providers, provider_list, session_options
-from edge_sdk.profiles import DeviceProfile, HostFacts, ProfileCatalog
+from edge_sdk.core.host import HostFacts
+from edge_sdk.profiles import DeviceProfile, ProfileCatalog
 from tools.harness import onnx_models
 
 IMAGE_INPUT = "image_tensor:0"

@@ -11,7 +11,8 @@ from pydantic import ValidationError
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.engines.engine import prepare_engine
 from edge_sdk.graph.options import GraphOptions
-from edge_sdk.profiles import DeviceProfile, HostFacts
+from edge_sdk.core.host import HostFacts
+from edge_sdk.profiles import DeviceProfile
 
 
 def test_prepare_engine_when_profile_asks_dynamic_batch_runs_a_batch_one_model_on_three_frames(

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from edge_sdk.core.errors import BackendUnavailableError
-from edge_sdk.engines.onnxruntime import providers
-from edge_sdk.engines.onnxruntime.providers import (
+from edge_sdk.backends.onnxruntime import providers
+from edge_sdk.backends.onnxruntime.providers import (
     describe_load_error,
     loadable_providers,
     provider_load_problem,
 )
-from edge_sdk.engines.onnxruntime.session import check_providers, provider_list
+from edge_sdk.backends.onnxruntime.session import check_providers, provider_list
+from edge_sdk.core.errors import BackendUnavailableError
 from edge_sdk.profiles import ProfileCatalog
 
 from .fake_capi import MISSING_DEPENDENCY, build_fake_capi, compile_library
@@ -160,7 +160,7 @@ def test_provider_load_problem_when_tensorrt_comes_from_its_pip_wheel_loads_it_f
     source = "int nvinfer(void);\nint provider(void) { return nvinfer(); }\n"
     compile_library(source, capi / providers.PROVIDER_LIBRARIES[TRT], str(trt_libs / "libnvinfer.so.10"))
     script = (
-        "from pathlib import Path; from edge_sdk.engines.onnxruntime import providers as p\n"
+        "from pathlib import Path; from edge_sdk.backends.onnxruntime import providers as p\n"
         f"p.tensorrt_libs_folder = lambda: None\nprint(p.provider_load_problem({TRT!r}, Path({str(capi)!r})))\n"
         f"p.clear_cache(); p.tensorrt_libs_folder = lambda: Path({str(trt_libs)!r})\n"
         f"print(p.provider_load_problem({TRT!r}, Path({str(capi)!r})))\n"

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from edge_sdk.backends.onnxruntime.session import _ep_error_reason, open_session
 from edge_sdk.core.errors import ConfigError, EngineBuildError
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.engines.engine import prepare_engine
-from edge_sdk.engines.onnxruntime.session import _ep_error_reason, open_session
 from edge_sdk.profiles import ProfileCatalog
 
 from ..conftest import REPO_ROOT

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from edge_sdk.engines.range_check import TensorStats, check_ranges
+from edge_sdk.backends.int8.range_check import TensorStats, check_ranges
 
 
 def _stats(values: np.ndarray, low: float, high: float, magnitudes: bool = False) -> TensorStats:

@@ -9,9 +9,8 @@ import numpy as np
 import onnx
 import pytest
 
-from edge_sdk.core.errors import ConfigError
-from edge_sdk.engines.calibration import Int8Settings, SampleSet, TaskSpec
-from edge_sdk.engines.sensitivity import (
+from edge_sdk.backends.calibration import Int8Settings, SampleSet, TaskSpec
+from edge_sdk.backends.int8.sensitivity import (
     LayerSensitivity,
     SensitivityAnalysis,
     analyse_sensitivity,
@@ -19,7 +18,8 @@ from edge_sdk.engines.sensitivity import (
     rank_layers,
     standalone_nodes,
 )
-from edge_sdk.engines.sensitivity_plot import plot_sensitivity
+from edge_sdk.backends.int8.sensitivity_plot import plot_sensitivity
+from edge_sdk.core.errors import ConfigError
 from tests.conftest import REPO_ROOT
 
 from .int8_models import HARMLESS_NODES, SENSITIVE_NODE, SPIKED_TENSOR, labelled_samples, outlier_cnn

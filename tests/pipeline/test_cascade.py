@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from edge_sdk.backends.runner import EngineRunner
 from edge_sdk.core.errors import ModelError
 from edge_sdk.core.preprocess import Preprocessor, PreprocessSpec
 from edge_sdk.core.results import Classification, Detection, FrameMeta, Result
 from edge_sdk.core.tensor_meta import TensorMeta
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.engines.engine import prepare_engine
-from edge_sdk.engines.runner import EngineRunner
 from edge_sdk.pipeline.cascade import Cascade, CascadeSpec, NoCascade
 from edge_sdk.postprocess.classification import ClassificationSpec
 from edge_sdk.profiles import DeviceProfile

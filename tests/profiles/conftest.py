@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from edge_sdk.profiles import HostFacts, HostProbe, ProfileCatalog
+from edge_sdk.core.host import HostFacts, HostProbe
+from edge_sdk.profiles import ProfileCatalog
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SHIPPED_PROFILES = REPO_ROOT / "device_profiles"

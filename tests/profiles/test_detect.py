@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from edge_sdk.core.errors import ConfigError
-from edge_sdk.profiles import HostFacts, HostProbe, ProfileCatalog
+from edge_sdk.core.host import HostFacts, HostProbe
+from edge_sdk.profiles import ProfileCatalog
 
 HostFactsOf = Callable[[str], HostFacts]
 

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from edge_sdk.profiles import HostFacts, ProfileCatalog
+from edge_sdk.core.host import HostFacts
+from edge_sdk.profiles import ProfileCatalog
 from edge_sdk.profiles.model import DetectionRule
 
 X86_SERVER = HostFacts(arch="x86_64", cpu_flags=frozenset({"sse4_2", "avx2"}))

@@ -3,7 +3,7 @@
 Usage: python tools/aarch64/compare_results.py REFERENCE.jsonl CANDIDATE.jsonl [--iou 0.9] [--min-share 0.95]
 
 Per frame, the reference's boxes are matched one to one against the candidate's of the same label
-(edge_sdk.engines.accuracy.match_boxes: greedy, highest reference score first). Prints frames and
+(edge_sdk.backends.int8.accuracy.match_boxes: greedy, highest reference score first). Prints frames and
 detections on each side, the share of reference boxes matched at IoU >= --iou (and at 0.5), and the
 score and coordinate differences of the matched pairs. Exit 1 when the share is under --min-share or
 the frames differ.
@@ -21,7 +21,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from edge_sdk.engines.accuracy import match_boxes  # noqa: E402
+from edge_sdk.backends.int8.accuracy import match_boxes  # noqa: E402
 
 
 def load(path: Path) -> dict[tuple[str, int], list[Any]]:

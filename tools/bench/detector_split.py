@@ -41,10 +41,10 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from edge_sdk.backends.int8.accuracy import match_boxes  # noqa: E402
 from edge_sdk.core.opencv import import_cv2  # noqa: E402
 from edge_sdk.core.preprocess import frame_feed  # noqa: E402
 from edge_sdk.core.results import Detection, FrameMeta  # noqa: E402
-from edge_sdk.engines.accuracy import match_boxes  # noqa: E402
 from edge_sdk.engines.cache import EngineCache  # noqa: E402
 from edge_sdk.pipeline.config import PipelineConfig, load_pipeline  # noqa: E402
 from edge_sdk.pipeline.engine_setup import PreparedModels, prepare_models  # noqa: E402

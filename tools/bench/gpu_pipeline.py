@@ -187,10 +187,10 @@ def plain_loop(
     import onnx
     import onnxruntime as ort
 
+    from edge_sdk.backends.onnxruntime.session import provider_list
     from edge_sdk.core.geometry import InputGeometry
     from edge_sdk.core.opencv import import_cv2
     from edge_sdk.core.results import FrameMeta
-    from edge_sdk.engines.onnxruntime.session import provider_list
     from edge_sdk.graph.ssd_split import SsdSplit
     from edge_sdk.postprocess.ssd import SsdPostprocessor, SsdSpec
 
@@ -199,7 +199,7 @@ def plain_loop(
     if variant == "split":
         model = SsdSplit().apply(model)
     if args.precision == "fp16":  # the pipeline's fp16 engine is this graph converted to float16: run the same
-        from edge_sdk.engines.onnxruntime.fp16 import convert_to_fp16
+        from edge_sdk.backends.onnxruntime.fp16 import convert_to_fp16
 
         model, _facts = convert_to_fp16(model)
     providers = provider_list(profile.engine, args.precision, work)
@@ -420,7 +420,7 @@ def sdk_pipeline(
 def environment(report: Report, profile: DeviceProfile, sampler: GpuSampler, args: argparse.Namespace) -> None:
     import onnxruntime as ort
 
-    from edge_sdk.engines.onnxruntime.providers import loadable_providers
+    from edge_sdk.backends.onnxruntime.providers import loadable_providers
 
     host = HostMemory.probe()
     facts = {

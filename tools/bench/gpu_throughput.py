@@ -254,7 +254,7 @@ def timed(step: Callable[[], object], batch: int, seconds: float, warmup: int = 
 def cuda_problem() -> str | None:
     """None when the CUDA EP can run here, else why not (one line)."""
     try:
-        from edge_sdk.engines.onnxruntime import providers
+        from edge_sdk.backends.onnxruntime import providers
 
         if "CUDAExecutionProvider" not in providers.available_providers():
             return f"CUDAExecutionProvider is not in this onnxruntime ({providers.available_providers()})"
@@ -265,7 +265,7 @@ def cuda_problem() -> str | None:
 
 def open_runner(prepared: Any, cuda: dict[str, Any] | None = None, **engine: Any) -> Any:
     """An active runner over `prepared`'s engine with runtime options changed (the engine is the same)."""
-    from edge_sdk.engines.onnxruntime.runner import OnnxRuntimeRunner
+    from edge_sdk.backends.onnxruntime.runner import OnnxRuntimeRunner
 
     options = prepared.profile.engine
     if cuda:
@@ -294,7 +294,7 @@ class Inputs:
         return {self.name: onnxruntime.OrtValue.ortvalue_from_numpy(self.array[:batch], "cuda", 0)}
 
     def pinned(self, batch: int) -> dict[str, Any]:
-        from edge_sdk.engines.onnxruntime.host_memory import pinned_empty
+        from edge_sdk.backends.onnxruntime.host_memory import pinned_empty
 
         buffer = pinned_empty(self.array[:batch].shape, self.array.dtype)
         np.copyto(buffer, self.array[:batch])
@@ -303,7 +303,7 @@ class Inputs:
 
 def pinned_source() -> str:
     """Which allocator pinned_empty uses here, or why none works."""
-    from edge_sdk.engines.onnxruntime import host_memory
+    from edge_sdk.backends.onnxruntime import host_memory
 
     for name, allocate in host_memory._ALLOCATORS:
         try:
@@ -409,7 +409,7 @@ def describe_session(runner: Any) -> str:
 def environment(report: Report, args: argparse.Namespace) -> None:
     import onnxruntime
 
-    from edge_sdk.engines.onnxruntime import providers
+    from edge_sdk.backends.onnxruntime import providers
 
     meta: dict[str, Any] = {
         "args": vars(args) | {"batches": args.batches},
@@ -836,8 +836,8 @@ def limits(report: Report, budget: Budget, args: argparse.Namespace, work: Path,
     import onnx
     import onnxruntime
 
-    from edge_sdk.engines.onnxruntime.builder import OPTIMIZED_MODEL
-    from edge_sdk.engines.onnxruntime.session import provider_list, session_options
+    from edge_sdk.backends.onnxruntime.builder import OPTIMIZED_MODEL
+    from edge_sdk.backends.onnxruntime.session import provider_list, session_options
 
     problem = cuda_problem()
     profile = "x86-nvidia" if problem is None else "x86-cpu"

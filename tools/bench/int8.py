@@ -29,10 +29,10 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from edge_sdk.backends.calibration import int8_settings, make_calibration  # noqa: E402
 from edge_sdk.core.model_file import ModelFile  # noqa: E402
 from edge_sdk.core.opencv import import_cv2  # noqa: E402
 from edge_sdk.engines.cache import EngineCache  # noqa: E402
-from edge_sdk.engines.calibration import int8_settings, make_calibration  # noqa: E402
 from edge_sdk.engines.engine import PreparedEngine, prepare_engine  # noqa: E402
 from edge_sdk.pipeline.config import load_pipeline  # noqa: E402
 from edge_sdk.pipeline.engine_setup import pipeline_calibration, pipeline_graph  # noqa: E402

@@ -22,11 +22,11 @@ from pathlib import Path
 
 import numpy as np
 
+from edge_sdk.backends.runner import EngineRunner
 from edge_sdk.core.opencv import import_cv2
 from edge_sdk.core.preprocess import Preprocessor, PreprocessSpec
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.engines.engine import prepare_engine
-from edge_sdk.engines.runner import EngineRunner
 from edge_sdk.graph.options import GraphOptions
 from edge_sdk.graph.preprocess_folding import FRAME_INPUT
 from edge_sdk.profiles import DeviceProfile, ProfileCatalog

@@ -13,7 +13,7 @@ bash tools/gpu/install_ort.sh || exit 1
 export PYTHONPATH="$HOME/ortsite:$HOME/site:$PWD"
 nvidia-smi -L
 python3 -c "import onnxruntime as o; print('onnxruntime', o.__version__, o.get_available_providers())"
-python3 -m edge_sdk.engines.onnxruntime.providers
+python3 -m edge_sdk.backends.onnxruntime.providers
 python3 -m edge_sdk.cli.main doctor
 python3 tools/gpu/fold_check.py
 python3 tools/make_demo_video.py build/demo/demo.mp4

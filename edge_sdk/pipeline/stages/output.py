@@ -8,10 +8,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from edge_sdk.backends.runner import EngineRunner
 from edge_sdk.core.results import Result
 from edge_sdk.core.status import StatusEvent, StatusKind
 from edge_sdk.engines.engine import PreparedEngine
-from edge_sdk.engines.runner import EngineRunner
 from edge_sdk.pipeline.cascade import Cascade, CascadeSpec, NoCascade
 from edge_sdk.postprocess import PostprocessSpec, build_postprocessor
 from edge_sdk.sinks import SinkFanout, SinkSpec, create_sink

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 if TYPE_CHECKING:
-    from .onnxruntime.quantize import TensorRanges
+    from ..onnxruntime.quantize import TensorRanges
 
 INT8_STEPS = 255
 """Steps between the lowest and highest code of an 8-bit type."""
@@ -127,7 +127,7 @@ def collect_stats(
     import onnx
     from onnx import TensorProto, helper
 
-    from .onnxruntime.library import import_onnxruntime
+    from ..onnxruntime.library import import_onnxruntime
 
     model = onnx.load(str(model_path))
     outputs = {output.name for output in model.graph.output}

@@ -10,7 +10,7 @@ import numpy as np
 
 from edge_sdk.core.errors import ConfigError
 
-from .calibration.settings import Int8Settings, TaskSpec
+from ..calibration.settings import Int8Settings, TaskSpec
 
 Outputs = Mapping[str, np.ndarray]
 

@@ -22,9 +22,9 @@ from .sensitivity import LayerSensitivity, evaluate_model, rank_layers
 if TYPE_CHECKING:
     import onnx
 
+    from ..calibration import Int8Settings, TaskSpec
+    from ..onnxruntime.quantize import TensorRanges
     from .accuracy import AccuracyGate, AccuracyReport
-    from .calibration import Int8Settings, TaskSpec
-    from .onnxruntime.quantize import TensorRanges
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ def search_mixed_precision(
 
     Raises EngineBuildError with the last report when even keeping every quantisable layer in float fails.
     """
-    from .onnxruntime.quantize import quantize_with_ranges
+    from ..onnxruntime.quantize import quantize_with_ranges
 
     if ranking is None:
         ranking = rank_layers(model_path, ranges, settings, held_out, reference_outputs, task, labels)

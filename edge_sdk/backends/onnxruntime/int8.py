@@ -19,10 +19,10 @@ from edge_sdk.core.errors import EdgeSDKError, EngineBuildError
 from edge_sdk.core.model_file import ModelFile
 from edge_sdk.core.precision import Precision
 
-from ..accuracy import AccuracyGate, AccuracyReport, compare_outputs, run_samples
 from ..calibration.reader import SampleSet
 from ..calibration.settings import Calibration
-from ..range_check import range_warnings
+from ..int8.accuracy import AccuracyGate, AccuracyReport, compare_outputs, run_samples
+from ..int8.range_check import range_warnings
 from .options import OnnxRuntimeOptions
 from .quantize import (
     calibrate,
@@ -122,7 +122,7 @@ def _mixed_precision(
     reference: list[dict[str, Any]],
     gate: AccuracyGate,
 ) -> Int8Result:
-    from ..mixed_precision import search_mixed_precision
+    from ..int8.mixed_precision import search_mixed_precision
 
     log.info("int8 gate failed; searching for layers to keep in float")
     found = search_mixed_precision(

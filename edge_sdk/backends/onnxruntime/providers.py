@@ -8,7 +8,7 @@ the provider from its `capi/` folder, `libonnxruntime_providers_shared.so` first
 loads the libraries only (no CUDA context, no device touched), and says which library is missing
 and how to install it. CPU and XNNPACK are built into the core library: nothing to probe.
 
-Run `python -m edge_sdk.engines.onnxruntime.providers` to print the result for every provider.
+Run `python -m edge_sdk.backends.onnxruntime.providers` to print the result for every provider.
 """
 
 from __future__ import annotations

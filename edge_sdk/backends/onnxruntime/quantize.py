@@ -184,7 +184,7 @@ def resolve_reduce_range(settings: Int8Settings) -> bool:
 
 @functools.cache
 def _x86_without_vnni() -> bool:
-    from edge_sdk.profiles.host import HostProbe
+    from edge_sdk.core.host import HostProbe
 
     facts = HostProbe().facts()
     return facts.arch == "x86_64" and not facts.cpu_flags & VNNI_FLAGS

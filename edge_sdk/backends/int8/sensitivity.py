@@ -22,8 +22,8 @@ from .accuracy import AccuracyReport, compare_outputs, run_samples
 if TYPE_CHECKING:
     import onnx
 
-    from .calibration import Int8Settings, SampleSet, TaskSpec
-    from .onnxruntime.quantize import TensorRanges
+    from ..calibration import Int8Settings, SampleSet, TaskSpec
+    from ..onnxruntime.quantize import TensorRanges
     from .range_check import RangeWarning
 
 log = logging.getLogger(__name__)
@@ -104,7 +104,7 @@ def rank_layers(
     """Sensitivity of each node that quantises on its own (or of `nodes`), most sensitive first."""
     import onnx
 
-    from .onnxruntime.quantize import quantize_with_ranges
+    from ..onnxruntime.quantize import quantize_with_ranges
 
     if len(held_out) != len(reference_outputs):
         raise ConfigError(
@@ -144,7 +144,7 @@ def standalone_nodes(model: onnx.ModelProto) -> list[str]:
     only when their input already is: alone they change nothing, and with a neighbour they follow it. So
     they are neither ranked nor excluded on their own.
     """
-    from .onnxruntime.quantize import quantizable_nodes
+    from ..onnxruntime.quantize import quantizable_nodes
 
     pass_through = _pass_through_op_types()
     op_types = {node.name: node.op_type for node in model.graph.node}
@@ -188,7 +188,7 @@ def evaluate_model(
 def cpu_session(model: onnx.ModelProto | Path) -> Any:
     """An ONNX Runtime CPU session with full graph optimisation, so QDQ pairs run as the int8 kernels
     a deployed engine uses (not as float fake-quantisation)."""
-    from .onnxruntime.library import import_onnxruntime
+    from ..onnxruntime.library import import_onnxruntime
 
     ort = import_onnxruntime()
     options = ort.SessionOptions()
@@ -234,7 +234,7 @@ def analyse_sensitivity(
     Layer names are those of the model prepared for quantisation (shape inference, BatchNormalization
     folded, every node named): the names a build's `excluded_nodes` use.
     """
-    from .onnxruntime.quantize import calibrate, prepare_for_quantization, quantize_with_ranges
+    from ..onnxruntime.quantize import calibrate, prepare_for_quantization, quantize_with_ranges
     from .range_check import range_warnings
 
     calibration, held_out = samples.split(settings.holdout_every)
