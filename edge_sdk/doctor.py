@@ -9,31 +9,25 @@ import shutil
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from edge_sdk.backends.onnxruntime import providers
-from edge_sdk.backends.registry import get_backend
-from edge_sdk.core.errors import BackendUnavailableError, EdgeSDKError
+from edge_sdk.backends.backend import Package
+from edge_sdk.backends.registry import BACKENDS
+from edge_sdk.core.errors import EdgeSDKError
 from edge_sdk.core.host import HostFacts, HostProbe
 from edge_sdk.profiles import ProfileCatalog
 
-# (distribution names that provide it, import name, why, install command)
-PACKAGES: tuple[tuple[tuple[str, ...], str, str, str], ...] = (
-    (("numpy",), "numpy", "arrays", "pip install numpy"),
-    (("onnx",), "onnx", "model checks and graph passes", "pip install onnx"),
-    (
-        ("onnxruntime", "onnxruntime-gpu", "onnxruntime-openvino", "onnxruntime-cann"),
-        "onnxruntime",
-        "onnxruntime backend",
-        "pip install 'edge-sdk[cpu]'",
-    ),
-    (
+PACKAGES: tuple[Package, ...] = (
+    Package(("numpy",), "numpy", "arrays", "pip install numpy"),
+    Package(("onnx",), "onnx", "model checks and graph passes", "pip install onnx"),
+    Package(
         ("opencv-python-headless", "opencv-python", "opencv-contrib-python"),
         "cv2",
         "video and image I/O",
         "pip install 'edge-sdk[opencv]'",
     ),
-    (("pydantic",), "pydantic", "configuration", "pip install pydantic"),
-    (("paho-mqtt",), "paho", "MQTT sinks and fleet control", "pip install paho-mqtt"),
+    Package(("pydantic",), "pydantic", "configuration", "pip install pydantic"),
+    Package(("paho-mqtt",), "paho", "MQTT sinks and fleet control", "pip install paho-mqtt"),
 )
+"""What every install needs; each backend adds its own packages (`Backend.packages`)."""
 
 
 @dataclass(frozen=True)
@@ -60,10 +54,10 @@ class DoctorReport:
     detected_profile: str | None
     detection_problem: str | None
     packages: list[PackageStatus]
-    onnxruntime_providers: list[str]
     profiles: list[ProfileStatus]
-    provider_status: dict[str, str] = field(default_factory=dict)
-    """Each listed provider: "usable" or "listed but cannot load: <missing library; how to install it>"."""
+    backends: dict[str, dict[str, str]] = field(default_factory=dict)
+    """What each registered backend reports of itself here (ONNX Runtime: each provider it lists, "usable"
+    or "listed but cannot load: <missing library; how to install it>")."""
     tools: dict[str, str | None] = field(default_factory=dict)
 
     @property
@@ -87,10 +81,9 @@ def diagnose(catalog: ProfileCatalog, facts: HostFacts | None = None) -> DoctorR
         host=host,
         detected_profile=detected,
         detection_problem=problem,
-        packages=[PackageStatus(imp, why, _version(dists, imp), cmd) for dists, imp, why, cmd in PACKAGES],
-        onnxruntime_providers=_ort_providers(),
+        packages=[_package_status(package) for package in _packages()],
         profiles=profiles,
-        provider_status=_provider_status(),
+        backends={name: backend.doctor_facts() for name, backend in BACKENDS.items()},
         tools={"mosquitto": shutil.which("mosquitto"), "nvidia-smi": shutil.which("nvidia-smi")},
     )
 
@@ -101,11 +94,24 @@ def _profile_status(catalog: ProfileCatalog, name: str, facts: HostFacts) -> Pro
         profile = catalog.load(name)
         if unmet := profile.detect.mismatches(facts, required_only=True):
             return ProfileStatus(name, False, unmet[0])
-        backend = get_backend(profile.engine.backend)
+        backend = profile.backend()
         backend.builder().check(profile.engine, profile.default_precision)
     except EdgeSDKError as exc:
         return ProfileStatus(name, False, str(exc))
     return ProfileStatus(name, True, None, "; ".join(backend.host_notes(profile.engine)) or None)
+
+
+def _packages() -> list[Package]:
+    packages = list(PACKAGES)
+    for backend in BACKENDS.values():
+        packages += [package for package in backend.packages if package not in packages]
+    return packages
+
+
+def _package_status(package: Package) -> PackageStatus:
+    return PackageStatus(
+        package.module, package.purpose, _version(package.distributions, package.module), package.install
+    )
 
 
 def _version(distributions: tuple[str, ...], module: str) -> str | None:
@@ -120,18 +126,3 @@ def _version(distributions: tuple[str, ...], module: str) -> str | None:
     except ImportError:
         return None
     return f"{getattr(imported, '__version__', 'unknown')} (system)"
-
-
-def _ort_providers() -> list[str]:
-    try:
-        return providers.available_providers()
-    except BackendUnavailableError:  # no onnxruntime: the packages table says how to install it
-        return []
-
-
-def _provider_status() -> dict[str, str]:
-    status = {}
-    for name in _ort_providers():
-        problem = providers.provider_load_problem(name)
-        status[name] = "usable" if problem is None else f"listed but cannot load: {problem}"
-    return status

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from edge_sdk.backends.onnxruntime import providers
-from edge_sdk.doctor import diagnose
 from edge_sdk.core.host import HostFacts
+from edge_sdk.doctor import diagnose
 from edge_sdk.profiles import ProfileCatalog
 
 from .engines.fake_capi import MISSING_DEPENDENCY, build_fake_capi
@@ -46,10 +46,10 @@ def test_diagnose_when_tensorrt_cannot_load_on_a_gpu_server_says_so_and_keeps_x8
     profiles = {p.name: p for p in report.profiles}
 
     # Then the provider is shown as unloadable with the missing library
-    assert report.provider_status[TRT].startswith(f"listed but cannot load: {MISSING_DEPENDENCY} is missing"), (
-        report.provider_status
+    assert report.backends["onnxruntime"][TRT].startswith(f"listed but cannot load: {MISSING_DEPENDENCY} is missing"), (
+        report.backends
     )
-    assert report.provider_status[CUDA] == "usable"
+    assert report.backends["onnxruntime"][CUDA] == "usable"
     # And x86-nvidia runs on CUDA, saying it skips TensorRT; the Jetson profiles are not usable on x86
     assert profiles["x86-nvidia"].usable, profiles["x86-nvidia"]
     assert TRT in (profiles["x86-nvidia"].note or ""), "doctor says which provider the profile skips here"

@@ -34,6 +34,7 @@ TOP_LEVEL_MODULES = {
 }
 """Modules at the top of the package and the layer each belongs to (`__init__` is the public face, above all)."""
 
+
 def layer_of(module: str) -> str:
     parts = module.split(".")
     if len(parts) == 1:

@@ -8,7 +8,6 @@ import click
 import yaml
 from rich.table import Table
 
-from edge_sdk.backends.registry import get_backend
 from edge_sdk.core.host import HostProbe
 
 from .context import CliContext
@@ -27,7 +26,7 @@ def list_profiles(ctx: CliContext) -> None:
     """All profiles, with their backend, providers and precisions."""
     table = Table("profile", "backend", "providers", "precisions", "description")
     for profile in ctx.catalog.load_all():
-        devices = get_backend(profile.engine.backend).devices(profile.engine)
+        devices = profile.backend().devices(profile.engine)
         table.add_row(profile.name, profile.engine.backend, devices, ", ".join(profile.precisions), profile.description)
     ctx.console.print(table)
 

@@ -189,11 +189,16 @@ def sensitivity(
     """
     from edge_sdk.backends.calibration import SampleSet, int8_settings, open_calibration_data, task_spec
     from edge_sdk.backends.int8.sensitivity import analyse_sensitivity
+    from edge_sdk.core.errors import ConfigError
     from edge_sdk.core.model_file import ModelFile
 
     pipeline = _load_pipeline(pipeline_path)
     model_file = ModelFile.load(model)
-    settings = int8_settings(ctx.profile(profile_name).int8, method=calib_method)
+    profile = ctx.profile(profile_name)
+    quantizer = profile.backend().int8
+    if quantizer is None:
+        raise ConfigError(f"profile '{profile.name}': backend {profile.engine.backend} has no INT8 quantiser")
+    settings = int8_settings(profile.int8, method=calib_method)
     reader = open_calibration_data(
         data,
         model_file,
@@ -208,7 +213,9 @@ def sensitivity(
         def progress(done: int, total: int, node: str) -> None:
             status.update(f"Quantising each layer of {model.name} alone: {done}/{total} {escape(node)}")
 
-        analysis = analyse_sensitivity(model_file.path, samples, settings, task_kind, progress=progress)
+        analysis = analyse_sensitivity(
+            model_file.path, samples, settings, task_kind, quantizer=quantizer, progress=progress
+        )
     shown = analysis.layers[:top] if top else analysis.layers
     if plot is not None:
         from edge_sdk.backends.int8.sensitivity_plot import plot_sensitivity

@@ -39,9 +39,10 @@ def doctor(ctx: CliContext, as_json: bool) -> None:
             p.name, p.purpose, escape(p.version or "") or "[red]missing[/red]", "" if p.version else escape(p.install)
         )
     console.print(packages)
-    console.print("onnxruntime providers:" + ("" if report.provider_status else " none"))
-    for provider, state in report.provider_status.items():
-        console.print(f"  {provider}: " + (state if state == "usable" else f"[red]{escape(state)}[/red]"))
+    for backend, facts in report.backends.items():
+        console.print(f"{backend} backend:" + ("" if facts else " nothing usable"))
+        for what, state in facts.items():
+            console.print(f"  {what}: " + (state if state == "usable" else f"[red]{escape(state)}[/red]"))
     profiles = Table("profile", "usable here", "why not / note")
     for status in report.profiles:
         usable = "yes" if status.usable else "[red]no[/red]"

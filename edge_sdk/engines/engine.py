@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from edge_sdk.backends.int8.accuracy import AccuracyGate
-from edge_sdk.backends.registry import BACKENDS, get_backend
+from edge_sdk.backends.registry import BACKENDS
 from edge_sdk.backends.runner import EngineRunner
 from edge_sdk.core.errors import ConfigError, EngineBuildError
+from edge_sdk.core.host import HostFacts, HostProbe
 from edge_sdk.core.model_file import ModelFile
 from edge_sdk.core.precision import Precision
 from edge_sdk.core.tensor_meta import TensorMeta
-from edge_sdk.core.host import HostFacts, HostProbe
 from edge_sdk.profiles import DeviceProfile
 from edge_sdk.profiles.equivalence_settings import EquivalenceSettings
 
@@ -54,12 +54,8 @@ class PreparedEngine:
         take fewer threads); `share_cpu` stops idle threads from busy-waiting, for when other stage
         processes need the same cores. Neither changes the engine, so the cached artifact is reused.
         """
-        backend = get_backend(self.profile.engine.backend)
-        options = self.profile.engine
-        if threads is not None:
-            options = options.model_copy(update={"intra_op_threads": threads})
-        if share_cpu:
-            options = options.model_copy(update={"allow_spinning": False})
+        backend = self.profile.backend()
+        options = backend.worker_options(self.profile.engine, threads, share_cpu)
         return backend.runner(self.entry.directory, options, self.precision)
 
     @property
@@ -109,7 +105,7 @@ def prepare_engine(
         raise ConfigError(
             f"profile '{profile.name}' builds {', '.join(profile.precisions)}; got precision '{precision}'"
         )
-    backend = get_backend(profile.engine.backend)
+    backend = profile.backend()
     builder = backend.builder()
     builder.check(profile.engine, precision)
     if precision == "int8" and calibration is None:
@@ -173,7 +169,7 @@ def prepare_engine(
 
 def exact_uint8_resize(profile: DeviceProfile) -> bool:
     """Whether a folded resize may run on the raw uint8 NHWC frame for `profile` (its backend says)."""
-    return get_backend(profile.engine.backend).exact_uint8_resize(profile.engine)
+    return profile.backend().exact_uint8_resize(profile.engine)
 
 
 def entry_folded(entry: CacheEntry) -> bool:

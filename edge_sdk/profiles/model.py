@@ -4,12 +4,24 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    GetJsonSchemaHandler,
+    SerializeAsAny,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import CoreSchema
 
+from edge_sdk.backends.backend import Backend, BackendOptions
 from edge_sdk.backends.calibration.settings import Int8Settings
-from edge_sdk.backends.onnxruntime.options import OnnxRuntimeOptions
+from edge_sdk.backends.registry import BACKENDS, backend_options, get_backend
 from edge_sdk.core.host import HostFacts
 from edge_sdk.core.precision import Precision
 
@@ -20,8 +32,18 @@ PROFILE_NAME_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
 MAX_PROFILE_BATCH = 1024
 """Largest fixed batch axis a profile may ask for (the pipeline's runtime.batch_size has the same bound)."""
 
-# One member today; the native TensorRT backend joins this union keyed on `backend:`.
-EngineOptions = Annotated[OnnxRuntimeOptions, Field(discriminator="backend")]
+
+class _RegisteredBackends:
+    """The JSON Schema of `engine:`: one member per registered backend's options, chosen by `backend:`
+    (read from the registry when the schema is made, so a backend registered later is in it)."""
+
+    def __get_pydantic_json_schema__(self, schema: CoreSchema, handler: GetJsonSchemaHandler) -> dict[str, Any]:
+        members = [handler(backend.options.__pydantic_core_schema__) for backend in BACKENDS.values()]
+        return {"oneOf": members, "discriminator": {"propertyName": "backend"}}
+
+
+EngineOptions = Annotated[SerializeAsAny[BackendOptions], BeforeValidator(backend_options), _RegisteredBackends()]
+"""A profile's `engine:` block, validated by the options model of the backend it names (backends/registry.py)."""
 
 
 class DetectionRule(BaseModel):
@@ -129,6 +151,16 @@ class DeviceProfile(BaseModel):
         if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_PROFILE_BATCH:
             raise ValueError(f"expected a batch size 1..{MAX_PROFILE_BATCH}, 'dynamic' or 'keep'")
         return value
+
+    @model_validator(mode="after")
+    def _backend_builds_the_precisions(self) -> DeviceProfile:
+        if unknown := sorted(set(self.precisions) - self.backend().precisions):
+            raise ValueError(f"precisions {unknown}: backend {self.engine.backend} does not build them")
+        return self
+
+    def backend(self) -> Backend:
+        """The backend `engine:` names."""
+        return get_backend(self.engine.backend)
 
     def content_hash(self) -> str:
         """Hash of everything in the profile, so editing a profile invalidates its engines."""

@@ -251,7 +251,7 @@ def test_doctor_when_run_reports_host_packages_and_usable_profiles(cache: Path) 
     assert usable["x86-cpu"]["usable"], "the CPU profile must be usable on a machine with onnxruntime"
     assert not usable["jetson-orin-dla"]["usable"]
     assert usable["jetson-orin-dla"]["problem"], "doctor says why a profile is not usable (host first, then providers)"
-    assert "CPUExecutionProvider" in report["onnxruntime_providers"]
+    assert "CPUExecutionProvider" in report["backends"]["onnxruntime"]
     assert any(p["name"] == "onnxruntime" and p["version"] for p in report["packages"])
 
 

@@ -39,4 +39,4 @@ def test_doctor_when_host_is_x86_does_not_call_jetson_profiles_usable(edge_sdk: 
     for name in ("jetson-orin-dla", "jetson-orin-gpu"):
         assert not profiles[name]["usable"], f"{name} must not be usable on an x86 host"
         assert profiles[name]["problem"].startswith("wrong architecture"), profiles[name]["problem"]
-    assert report["provider_status"]["CPUExecutionProvider"] == "usable"
+    assert report["backends"]["onnxruntime"]["CPUExecutionProvider"] == "usable"

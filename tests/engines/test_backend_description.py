@@ -10,10 +10,10 @@ import pytest
 
 from edge_sdk import doctor
 from edge_sdk.backends.registry import BACKENDS
+from edge_sdk.core.host import HostProbe
 from edge_sdk.engines.engine import exact_uint8_resize
 from edge_sdk.pipeline.config import RuntimeSpec
 from edge_sdk.pipeline.worker_layout import inference_layout
-from edge_sdk.core.host import HostProbe
 from edge_sdk.profiles import ProfileCatalog
 
 

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from edge_sdk.core.errors import ConfigError
+from edge_sdk.core.host import HostFacts
 from edge_sdk.core.tensor_meta import TensorMeta
 from edge_sdk.engines.benchmark import benchmark_engine, check_benchmark_arguments, make_input
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.engines.engine import PreparedEngine, prepare_engine
-from edge_sdk.core.host import HostFacts
 from edge_sdk.profiles import DeviceProfile
 
 RED_BGR = np.zeros((48, 64, 3), np.uint8)

@@ -23,11 +23,11 @@ import pytest
 
 from edge_sdk.backends.onnxruntime.builder import OnnxRuntimeBuilder
 from edge_sdk.core.errors import ConfigError, EdgeSDKError, EngineCacheError
+from edge_sdk.core.host import HostFacts
 from edge_sdk.engines.cache import EngineCache, EngineKey
 from edge_sdk.engines.cache_lock import KeyLock
 from edge_sdk.engines.engine import PreparedEngine, prepare_engine, verify_cache
 from edge_sdk.graph.options import GraphOptions
-from edge_sdk.core.host import HostFacts
 from edge_sdk.profiles import DeviceProfile
 
 from .helpers import every_path, keys_sharing_a_prefix, race_to_build, snapshot

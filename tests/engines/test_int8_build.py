@@ -10,13 +10,13 @@ import pytest
 
 from edge_sdk.backends.calibration import Calibration, Int8Settings, TaskSpec, open_calibration_data
 from edge_sdk.core.errors import ConfigError, EngineBuildError
+from edge_sdk.core.host import HostFacts
 from edge_sdk.core.model_file import ModelFile
 from edge_sdk.core.opencv import import_cv2
 from edge_sdk.core.preprocess import PreprocessSpec
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.engines.engine import PreparedEngine, prepare_engine
 from edge_sdk.graph.options import GraphOptions
-from edge_sdk.core.host import HostFacts
 from edge_sdk.profiles import DeviceProfile
 
 from ..conftest import REPO_ROOT

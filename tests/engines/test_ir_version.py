@@ -12,13 +12,13 @@ from onnx import helper
 from edge_sdk.backends.calibration import Int8Settings, SampleSet
 from edge_sdk.backends.onnxruntime.builder import OPTIMIZED_MODEL
 from edge_sdk.backends.onnxruntime.quantize import calibrate, prepare_for_quantization, quantize_with_ranges
+from edge_sdk.core.host import HostFacts
 from edge_sdk.core.preprocess import PreprocessSpec
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.engines.engine import GRAPH_DIR, prepare_engine
 from edge_sdk.graph import GraphOptions, optimize_graph
 from edge_sdk.graph import optimize as optimize_module
 from edge_sdk.graph.graph_edit import keep_ir_version
-from edge_sdk.core.host import HostFacts
 from edge_sdk.profiles import DeviceProfile
 from tools.harness import onnx_models
 

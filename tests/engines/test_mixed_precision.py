@@ -11,11 +11,14 @@ import pytest
 from edge_sdk.backends.calibration import Int8Settings, SampleSet, TaskSpec
 from edge_sdk.backends.int8.accuracy import AccuracyGate, AccuracyReport, run_samples
 from edge_sdk.backends.int8.mixed_precision import search_mixed_precision
-from edge_sdk.backends.int8.sensitivity import LayerSensitivity, cpu_session, evaluate_model
+from edge_sdk.backends.int8.sensitivity import LayerSensitivity, evaluate_model
 from edge_sdk.backends.onnxruntime.quantize import TensorRanges, calibrate, prepare_for_quantization
+from edge_sdk.backends.onnxruntime.quantizer import OnnxRuntimeQuantizer
 from edge_sdk.core.errors import EngineBuildError
 
 from .int8_models import SENSITIVE_NODE, labelled_samples, outlier_cnn
+
+QUANTIZER = OnnxRuntimeQuantizer()
 
 SETTINGS = Int8Settings()
 TASK = TaskSpec(kind="classification")
@@ -38,7 +41,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Setup:
     calibration, held_out = SampleSet(tuple(samples), labels).split(SETTINGS.holdout_every)
     prepared = prepare_for_quantization(model, folder / "outlier_cnn.prepared.onnx")
     ranges = calibrate(prepared, calibration, SETTINGS)
-    return Setup(prepared, ranges, held_out, run_samples(cpu_session(model), held_out))
+    return Setup(prepared, ranges, held_out, run_samples(QUANTIZER.session(model), held_out))
 
 
 def _search(setup: Setup, gate: object = GATE, ranking: list[LayerSensitivity] | None = None):  # type: ignore[no-untyped-def]
@@ -51,6 +54,7 @@ def _search(setup: Setup, gate: object = GATE, ranking: list[LayerSensitivity] |
         TASK,
         setup.held_out.labels,
         gate,  # type: ignore[arg-type]
+        quantizer=QUANTIZER,
         ranking=ranking,
     )
 
@@ -74,7 +78,7 @@ def test_search_mixed_precision_when_one_layer_breaks_int8_keeps_only_that_layer
 
 def test_search_mixed_precision_when_result_is_measured_again_gives_the_same_report(setup: Setup) -> None:
     result = _search(setup)
-    again = evaluate_model(result.model, list(setup.held_out), setup.reference, TASK, setup.held_out.labels)
+    again = evaluate_model(result.model, list(setup.held_out), setup.reference, TASK, setup.held_out.labels, QUANTIZER)
     assert again == result.report, "the returned model is the one the returned report measured"
 
 
@@ -119,6 +123,7 @@ def test_rank_layers_when_first_node_does_not_quantise_alone_ranks_it_harmless(s
         setup.reference,
         TASK,
         setup.held_out.labels,
+        quantizer=QUANTIZER,
         nodes=["relu_b", SENSITIVE_NODE],
     )
 

@@ -15,9 +15,9 @@ from edge_sdk.backends.onnxruntime import providers as provider_probe
 from edge_sdk.backends.onnxruntime.options import OnnxRuntimeOptions
 from edge_sdk.backends.onnxruntime.session import check_providers, provider_list, session_options
 from edge_sdk.core.errors import BackendUnavailableError, ConfigError, EngineBuildError, ModelError
+from edge_sdk.core.host import HostFacts
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.engines.engine import PreparedEngine, prepare_engine
-from edge_sdk.core.host import HostFacts
 from edge_sdk.profiles import DeviceProfile, ProfileCatalog
 from tools.harness import onnx_models
 

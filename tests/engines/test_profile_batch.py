@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from edge_sdk.core.host import HostFacts
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.engines.engine import prepare_engine
 from edge_sdk.graph.options import GraphOptions
-from edge_sdk.core.host import HostFacts
 from edge_sdk.profiles import DeviceProfile
 
 

@@ -19,10 +19,13 @@ from edge_sdk.backends.int8.sensitivity import (
     standalone_nodes,
 )
 from edge_sdk.backends.int8.sensitivity_plot import plot_sensitivity
+from edge_sdk.backends.onnxruntime.quantizer import OnnxRuntimeQuantizer
 from edge_sdk.core.errors import ConfigError
 from tests.conftest import REPO_ROOT
 
 from .int8_models import HARMLESS_NODES, SENSITIVE_NODE, SPIKED_TENSOR, labelled_samples, outlier_cnn
+
+QUANTIZER = OnnxRuntimeQuantizer()
 
 CLASSIFICATION = TaskSpec(kind="classification")
 DIGITS_MODEL = REPO_ROOT / "models" / "digits_cnn.onnx"
@@ -42,7 +45,7 @@ def outlier_samples(outlier_model: Path) -> SampleSet:
 
 @pytest.fixture(scope="module")
 def analysis(outlier_model: Path, outlier_samples: SampleSet) -> SensitivityAnalysis:
-    return analyse_sensitivity(outlier_model, outlier_samples, Int8Settings(), CLASSIFICATION)
+    return analyse_sensitivity(outlier_model, outlier_samples, Int8Settings(), CLASSIFICATION, quantizer=QUANTIZER)
 
 
 def test_analyse_sensitivity_when_one_layer_breaks_int8_ranks_it_first(analysis: SensitivityAnalysis) -> None:
@@ -86,7 +89,9 @@ def test_layer_sensitivity_when_data_has_no_labels_measures_top1_disagreement(
     outlier_model: Path, outlier_samples: SampleSet
 ) -> None:
     # when
-    layers = layer_sensitivity(outlier_model, replace(outlier_samples, labels=None), Int8Settings(), CLASSIFICATION)
+    layers = layer_sensitivity(
+        outlier_model, replace(outlier_samples, labels=None), Int8Settings(), CLASSIFICATION, quantizer=QUANTIZER
+    )
     # then
     assert layers[0].node == SENSITIVE_NODE
     assert layers[0].metric == "top-1 disagreement (points)"
@@ -96,7 +101,9 @@ def test_layer_sensitivity_when_data_has_no_labels_measures_top1_disagreement(
 def test_layer_sensitivity_when_task_is_generic_ranks_by_cosine(
     outlier_model: Path, outlier_samples: SampleSet
 ) -> None:
-    layers = layer_sensitivity(outlier_model, outlier_samples, Int8Settings(), TaskSpec(kind="generic"))
+    layers = layer_sensitivity(
+        outlier_model, outlier_samples, Int8Settings(), TaskSpec(kind="generic"), quantizer=QUANTIZER
+    )
     assert layers[0].node == SENSITIVE_NODE and layers[0].metric == "1 - cosine"
     assert layers[0].metric_drop > 0.5, f"the broken layer's outputs should be far from FP32: {layers[0]}"
     assert all(layer.metric_drop < 0.01 for layer in layers[1:]), layers
@@ -112,6 +119,7 @@ def test_rank_layers_when_a_node_name_is_unknown_raises_config_error(outlier_mod
             held_out,
             [{"logits": np.zeros((1, 4))}],
             CLASSIFICATION,  # type: ignore[arg-type]
+            quantizer=QUANTIZER,
             nodes=["conv_z"],
         )
 
@@ -119,11 +127,11 @@ def test_rank_layers_when_a_node_name_is_unknown_raises_config_error(outlier_mod
 def test_analyse_sensitivity_when_too_few_samples_to_hold_out_raises_config_error(outlier_model: Path) -> None:
     one = SampleSet(({"images": np.zeros((1, 3, 8, 8), np.float32)},))
     with pytest.raises(ConfigError, match="at least 2 samples"):
-        analyse_sensitivity(outlier_model, one, Int8Settings(), CLASSIFICATION)
+        analyse_sensitivity(outlier_model, one, Int8Settings(), CLASSIFICATION, quantizer=QUANTIZER)
 
 
 def test_standalone_nodes_when_model_has_relu_and_flatten_lists_only_compute_layers(outlier_model: Path) -> None:
-    assert standalone_nodes(onnx.load(str(outlier_model))) == ["conv_a", "conv_b", "fc"]
+    assert standalone_nodes(onnx.load(str(outlier_model)), QUANTIZER) == ["conv_a", "conv_b", "fc"]
 
 
 def test_layer_sensitivity_when_shipped_digits_model_costs_each_layer_little() -> None:
@@ -133,7 +141,7 @@ def test_layer_sensitivity_when_shipped_digits_model_costs_each_layer_little() -
     data = np.load(DIGITS_HOLDOUT)
     samples = SampleSet(tuple({"image": image[np.newaxis]} for image in data["image"][:120]), data["labels"][:120])
     # when
-    layers = layer_sensitivity(DIGITS_MODEL, samples, Int8Settings(), CLASSIFICATION)
+    layers = layer_sensitivity(DIGITS_MODEL, samples, Int8Settings(), CLASSIFICATION, quantizer=QUANTIZER)
     # then every convolution and the classifier are ranked, none costing more than a point alone
     assert {layer.op_type for layer in layers} >= {"Conv", "Gemm"}
     assert all(layer.metric_drop <= 1.0 for layer in layers), layers

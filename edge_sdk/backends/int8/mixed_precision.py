@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     import onnx
 
     from ..calibration import Int8Settings, TaskSpec
-    from ..onnxruntime.quantize import TensorRanges
     from .accuracy import AccuracyGate, AccuracyReport
+    from .quantizer import CalibratedRanges, Quantizer
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class MixedPrecisionResult:
 
 def search_mixed_precision(
     model_path: Path,
-    ranges: TensorRanges,
+    ranges: CalibratedRanges,
     settings: Int8Settings,
     held_out: Sequence[Feed],
     reference_outputs: Sequence[Feed],
@@ -70,16 +70,17 @@ def search_mixed_precision(
     labels: np.ndarray | None,
     gate: AccuracyGate,
     *,
+    quantizer: Quantizer,
     ranking: Sequence[LayerSensitivity] | None = None,
 ) -> MixedPrecisionResult:
     """The INT8 model with the fewest most-sensitive layers kept in float that passes `gate`.
 
     Raises EngineBuildError with the last report when even keeping every quantisable layer in float fails.
     """
-    from ..onnxruntime.quantize import quantize_with_ranges
-
     if ranking is None:
-        ranking = rank_layers(model_path, ranges, settings, held_out, reference_outputs, task, labels)
+        ranking = rank_layers(
+            model_path, ranges, settings, held_out, reference_outputs, task, labels, quantizer=quantizer
+        )
     order = [layer.node for layer in ranking]
     if not order:
         raise EngineBuildError(f"{model_path.name}: no quantisable layer to keep in float; the INT8 gate cannot pass")
@@ -88,8 +89,8 @@ def search_mixed_precision(
 
     def attempt(count: int) -> bool:
         if count not in tried:
-            model = quantize_with_ranges(model_path, ranges, settings, exclude_nodes=tuple(order[:count]))
-            report = evaluate_model(model, held_out, reference_outputs, task, labels)
+            model = quantizer.quantize(model_path, ranges, settings, exclude_nodes=tuple(order[:count]))
+            report = evaluate_model(model, held_out, reference_outputs, task, labels, quantizer)
             failures = gate.failures(report)
             tried[count] = (model, report, failures)
             steps.append(SearchStep(count, tuple(failures)))

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 if TYPE_CHECKING:
-    from ..onnxruntime.quantize import TensorRanges
+    from .quantizer import CalibratedRanges, Quantizer
 
 INT8_STEPS = 255
 """Steps between the lowest and highest code of an 8-bit type."""
@@ -74,7 +74,7 @@ def check_ranges(
     coverage: float = 99.0,
     outlier_factor: float = 2.0,
 ) -> list[RangeWarning]:
-    """Warnings for the tensors of `ranges` (a TensorRanges or a mapping name -> TensorStats), worst first.
+    """Warnings for the tensors of `ranges` (a CalibratedRanges or a mapping name -> TensorStats), worst first.
 
     - saturate: more than `max_clipped_fraction` of the observed values fall outside the range, or, with
       no histogram, the observed extremes exceed the range by `outlier_factor` or more;
@@ -89,7 +89,7 @@ def check_ranges(
 
 
 def tensor_stats(ranges: Any) -> dict[str, TensorStats]:
-    """TensorStats by tensor name from such a mapping, or from a TensorRanges (ranges only, no histograms)."""
+    """TensorStats by tensor name from such a mapping, or from a CalibratedRanges (ranges only, no histograms)."""
     if isinstance(ranges, Mapping):
         return {str(name): stats for name, stats in ranges.items()}
     return {name: TensorStats(low, high) for name, (low, high) in ranges.ranges().items()}
@@ -97,8 +97,9 @@ def tensor_stats(ranges: Any) -> dict[str, TensorStats]:
 
 def range_warnings(
     model_path: Path,
-    ranges: TensorRanges,
+    ranges: CalibratedRanges,
     samples: Iterable[Mapping[str, np.ndarray]],
+    quantizer: Quantizer,
     *,
     max_samples: int = HISTOGRAM_SAMPLES,
     **thresholds: float,
@@ -109,7 +110,7 @@ def range_warnings(
     inside its range, and counts what falls outside it. `thresholds` go to `check_ranges`.
     """
     bounds = {name: (low, high) for name, (low, high) in ranges.ranges().items() if high > low}
-    stats = collect_stats(model_path, bounds, list(samples)[:max_samples])
+    stats = collect_stats(model_path, bounds, list(samples)[:max_samples], quantizer)
     return check_ranges(stats, **thresholds)
 
 
@@ -117,6 +118,7 @@ def collect_stats(
     model_path: Path,
     bounds: Mapping[str, tuple[float, float]],
     samples: Sequence[Mapping[str, np.ndarray]],
+    quantizer: Quantizer,
     bins: int = HISTOGRAM_BINS,
 ) -> dict[str, TensorStats]:
     """Run the model with every tensor of `bounds` as an output and histogram each against its bounds.
@@ -127,16 +129,11 @@ def collect_stats(
     import onnx
     from onnx import TensorProto, helper
 
-    from ..onnxruntime.library import import_onnxruntime
-
     model = onnx.load(str(model_path))
     outputs = {output.name for output in model.graph.output}
     names = [name for name in bounds if name not in outputs]
     model.graph.output.extend(helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for name in names)
-    ort = import_onnxruntime()
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    session = quantizer.session(model, optimize=False)  # unoptimised: every tensor keeps its name
     wanted = [name for name in bounds if name in outputs or name in set(names)]
     inner = {name: np.zeros(bins, np.int64) for name in wanted}
     below = dict.fromkeys(wanted, 0)

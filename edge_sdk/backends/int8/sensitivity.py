@@ -1,7 +1,7 @@
 """Per-layer INT8 sensitivity: quantise one layer alone, measure what the model loses against FP32.
 
-Ranges are calibrated once; each candidate layer then costs one quantisation pass, one ONNX Runtime
-session and one run over the held-out samples, so a detector of ~90 convolutions takes a minute or two.
+Ranges are calibrated once; each candidate layer then costs one quantisation pass, one CPU session
+and one run over the held-out samples (all through the backend's `Quantizer` hook), so a detector of ~90 convolutions takes a minute or two.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     import onnx
 
     from ..calibration import Int8Settings, SampleSet, TaskSpec
-    from ..onnxruntime.quantize import TensorRanges
+    from .quantizer import CalibratedRanges, Quantizer
     from .range_check import RangeWarning
 
 log = logging.getLogger(__name__)
@@ -91,20 +91,19 @@ def _points(fraction: float) -> float:
 
 def rank_layers(
     model_path: Path,
-    ranges: TensorRanges,
+    ranges: CalibratedRanges,
     settings: Int8Settings,
     held_out: Sequence[Feed],
     reference_outputs: Sequence[Feed],
     task: TaskSpec,
     labels: np.ndarray | None = None,
     *,
+    quantizer: Quantizer,
     nodes: Sequence[str] | None = None,
     progress: Progress | None = None,
 ) -> list[LayerSensitivity]:
     """Sensitivity of each node that quantises on its own (or of `nodes`), most sensitive first."""
     import onnx
-
-    from ..onnxruntime.quantize import quantize_with_ranges
 
     if len(held_out) != len(reference_outputs):
         raise ConfigError(
@@ -114,15 +113,15 @@ def rank_layers(
         raise ConfigError("expected held-out samples to measure sensitivity on, got none")
     model = onnx.load(str(model_path))
     op_types = {node.name: node.op_type for node in model.graph.node}
-    candidates = list(nodes) if nodes is not None else standalone_nodes(model)
+    candidates = list(nodes) if nodes is not None else standalone_nodes(model, quantizer)
     unknown = [name for name in candidates if name not in op_types]
     if unknown:
         raise ConfigError(f"expected nodes of {model_path.name}, got unknown names {unknown[:5]}")
     scored = []
     for index, node in enumerate(candidates, start=1):
-        quantized = quantize_with_ranges(model_path, ranges, settings, only_nodes=[node])
+        quantized = quantizer.quantize(model_path, ranges, settings, only_nodes=[node])
         if _has_quantization(quantized):
-            report = evaluate_model(quantized, held_out, reference_outputs, task, labels)
+            report = evaluate_model(quantized, held_out, reference_outputs, task, labels, quantizer)
             drop, metric = drop_metric(report, task)
             layer = LayerSensitivity(node, op_types[node], drop, lowest_cosine(report), metric, report.score_drift)
             scored.append((layer, _tiebreak(report)))
@@ -137,28 +136,16 @@ def rank_layers(
     return [layer for layer, _ in scored]
 
 
-def standalone_nodes(model: onnx.ModelProto) -> list[str]:
+def standalone_nodes(model: onnx.ModelProto, quantizer: Quantizer) -> list[str]:
     """Quantisable nodes that quantise their own inputs, in graph order.
 
-    ONNX Runtime puts pass-through ops (ReLU, Clip, Reshape, Transpose, MaxPool, Resize, ...) in 8 bits
-    only when their input already is: alone they change nothing, and with a neighbour they follow it. So
-    they are neither ranked nor excluded on their own.
+    Pass-through ops (ReLU, Clip, Reshape, Transpose, MaxPool, Resize, ...) are in 8 bits only when their
+    input already is: alone they change nothing, and with a neighbour they follow it. So they are neither
+    ranked nor excluded on their own.
     """
-    from ..onnxruntime.quantize import quantizable_nodes
-
-    pass_through = _pass_through_op_types()
+    pass_through = quantizer.pass_through_op_types()
     op_types = {node.name: node.op_type for node in model.graph.node}
-    return [name for name in quantizable_nodes(model) if op_types.get(name) not in pass_through]
-
-
-def _pass_through_op_types() -> frozenset[str]:
-    from onnxruntime.quantization.operators.activation import QDQRemovableActivation
-    from onnxruntime.quantization.operators.direct_q8 import QDQDirect8BitOp
-    from onnxruntime.quantization.registry import QDQRegistry
-
-    return frozenset(
-        op for op, kind in QDQRegistry.items() if issubclass(kind, QDQDirect8BitOp | QDQRemovableActivation)
-    )
+    return [name for name in quantizer.quantizable_nodes(model) if op_types.get(name) not in pass_through]
 
 
 def _has_quantization(model: onnx.ModelProto) -> bool:
@@ -179,22 +166,12 @@ def evaluate_model(
     reference_outputs: Sequence[Feed],
     task: TaskSpec,
     labels: np.ndarray | None,
+    quantizer: Quantizer,
 ) -> AccuracyReport:
-    """Run an in-memory model on the held-out samples (one session) and compare it with the reference."""
-    session = cpu_session(model)
+    """Run an in-memory model on the held-out samples (one optimised CPU session, so QDQ pairs run as
+    the int8 kernels a deployed engine uses) and compare it with the reference."""
+    session = quantizer.session(model)
     return compare_outputs(reference_outputs, run_samples(session, held_out), task, labels)
-
-
-def cpu_session(model: onnx.ModelProto | Path) -> Any:
-    """An ONNX Runtime CPU session with full graph optimisation, so QDQ pairs run as the int8 kernels
-    a deployed engine uses (not as float fake-quantisation)."""
-    from ..onnxruntime.library import import_onnxruntime
-
-    ort = import_onnxruntime()
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    source = str(model) if isinstance(model, Path) else model.SerializeToString()
-    return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
 
 
 @dataclass(frozen=True)
@@ -226,6 +203,7 @@ def analyse_sensitivity(
     settings: Int8Settings,
     task: TaskSpec,
     *,
+    quantizer: Quantizer,
     nodes: Sequence[str] | None = None,
     progress: Progress | None = None,
 ) -> SensitivityAnalysis:
@@ -234,21 +212,29 @@ def analyse_sensitivity(
     Layer names are those of the model prepared for quantisation (shape inference, BatchNormalization
     folded, every node named): the names a build's `excluded_nodes` use.
     """
-    from ..onnxruntime.quantize import calibrate, prepare_for_quantization, quantize_with_ranges
     from .range_check import range_warnings
 
     calibration, held_out = samples.split(settings.holdout_every)
     held_feeds = list(held_out)
     with tempfile.TemporaryDirectory(prefix="edge-sdk-sensitivity-") as tmp:
-        prepared = prepare_for_quantization(model_path, Path(tmp) / "model.prepared.onnx")
-        ranges = calibrate(prepared, calibration, settings)
-        reference = run_samples(cpu_session(model_path), held_feeds)
+        prepared = quantizer.prepare(model_path, Path(tmp) / "model.prepared.onnx")
+        ranges = quantizer.calibrate(prepared, calibration, settings)
+        reference = run_samples(quantizer.session(model_path), held_feeds)
         layers = rank_layers(
-            prepared, ranges, settings, held_feeds, reference, task, held_out.labels, nodes=nodes, progress=progress
+            prepared,
+            ranges,
+            settings,
+            held_feeds,
+            reference,
+            task,
+            held_out.labels,
+            quantizer=quantizer,
+            nodes=nodes,
+            progress=progress,
         )
-        full_model = quantize_with_ranges(prepared, ranges, settings)
-        full = evaluate_model(full_model, held_feeds, reference, task, held_out.labels)
-        warnings = range_warnings(prepared, ranges, calibration)
+        full_model = quantizer.quantize(prepared, ranges, settings)
+        full = evaluate_model(full_model, held_feeds, reference, task, held_out.labels, quantizer)
+        warnings = range_warnings(prepared, ranges, calibration, quantizer)
     full_drop, metric = drop_metric(full, task)
     return SensitivityAnalysis(layers, full, full_drop, metric, warnings, len(calibration), len(held_out))
 
@@ -259,8 +245,10 @@ def layer_sensitivity(
     settings: Int8Settings,
     task: TaskSpec,
     labels: np.ndarray | None = None,
+    *,
+    quantizer: Quantizer,
 ) -> list[LayerSensitivity]:
     """The ranking alone (see `analyse_sensitivity`); `labels` override those the samples carry."""
     if labels is not None:
         samples = replace(samples, labels=np.asarray(labels))
-    return analyse_sensitivity(model_path, samples, settings, task).layers
+    return analyse_sensitivity(model_path, samples, settings, task, quantizer=quantizer).layers

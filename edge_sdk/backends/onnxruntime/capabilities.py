@@ -1,8 +1,10 @@
 """What the ONNX Runtime backend tells the rest of the SDK about a profile's options: where inference
 runs (the runtime's worker layout), whether a folded uint8 resize is exact, the devices it names (for
-`profiles list`) and what it will skip on this host (for `doctor`)."""
+`profiles list`), what it will skip on this host and which providers can load here (for `doctor`)."""
 
 from __future__ import annotations
+
+from edge_sdk.core.errors import BackendUnavailableError
 
 from . import providers
 from .options import OnnxRuntimeOptions
@@ -36,3 +38,27 @@ def host_notes(options: OnnxRuntimeOptions) -> list[str]:
         for p in options.execution_providers
         if (problem := providers.provider_load_problem(p.ort_name))
     ]
+
+
+def worker_options(options: OnnxRuntimeOptions, threads: int | None, share_cpu: bool) -> OnnxRuntimeOptions:
+    """`threads` per inference (several workers on few cores each take fewer); with `share_cpu`, idle
+    threads do not busy-wait, so they leave the cores to the other stage processes."""
+    if threads is not None:
+        options = options.model_copy(update={"intra_op_threads": threads})
+    if share_cpu:
+        options = options.model_copy(update={"allow_spinning": False})
+    return options
+
+
+def provider_status() -> dict[str, str]:
+    """Each provider this onnxruntime lists: "usable" or "listed but cannot load: <missing library; how to
+    install it>"; empty without onnxruntime (doctor's package table says how to install it)."""
+    try:
+        listed = providers.available_providers()
+    except BackendUnavailableError:
+        return {}
+    status = {}
+    for name in listed:
+        problem = providers.provider_load_problem(name)
+        status[name] = "usable" if problem is None else f"listed but cannot load: {problem}"
+    return status

@@ -32,6 +32,7 @@ from .quantize import (
     quantize_with_ranges,
     resolve_reduce_range,
 )
+from .quantizer import OnnxRuntimeQuantizer
 from .session import open_session, provider_list, session_options
 
 log = logging.getLogger(__name__)
@@ -72,7 +73,7 @@ def build_int8_model(
         started = time.perf_counter()
         ranges = calibrate(prepared, calibration_set, settings)
         calibrate_seconds = time.perf_counter() - started
-        warnings = range_warnings(prepared, ranges, calibration_set)
+        warnings = range_warnings(prepared, ranges, calibration_set, OnnxRuntimeQuantizer())
         for warning in warnings:
             log.warning("int8 range check: %s (%s): %s", warning.tensor, warning.kind, warning.detail)
         reference = run_samples(_session(model.path, options, "fp32", workdir), held_out)
@@ -126,7 +127,15 @@ def _mixed_precision(
 
     log.info("int8 gate failed; searching for layers to keep in float")
     found = search_mixed_precision(
-        prepared, ranges, calibration.settings, held_out.samples, reference, calibration.task, held_out.labels, gate
+        prepared,
+        ranges,
+        calibration.settings,
+        held_out.samples,
+        reference,
+        calibration.task,
+        held_out.labels,
+        gate,
+        quantizer=OnnxRuntimeQuantizer(),
     )
     search = found.to_dict() if hasattr(found, "to_dict") else None
     return Int8Result(found.model, tuple(found.excluded_nodes), found.report, search)

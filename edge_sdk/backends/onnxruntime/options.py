@@ -8,6 +8,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from edge_sdk.core.precision import Precision
 
+from ..backend import BackendOptions
+
 MAX_THREADS = 256
 """Largest thread count an option may ask for (more than any edge box has cores)."""
 MAX_DEVICE_INDEX = 63
@@ -163,7 +165,7 @@ def _cpu_only() -> list[ExecutionProvider]:
     return [CpuProvider(type="cpu")]
 
 
-class OnnxRuntimeOptions(_Strict):
+class OnnxRuntimeOptions(BackendOptions):
     backend: Literal["onnxruntime"] = Field(description="Run engines with ONNX Runtime.")
     execution_providers: list[ExecutionProvider] = Field(
         default_factory=_cpu_only,
