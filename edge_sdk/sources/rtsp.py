@@ -1,25 +1,25 @@
 """Frames from an RTSP(S) camera or server through OpenCV's FFMPEG backend.
 
-TCP transport is the default (no lost packets, passes NAT and firewalls); `transport=udp` in the
-URI query switches to RTP over UDP. `open_timeout_ms` and `read_timeout_ms` bound how long opening
-and each read may block. These three query keys are the SDK's and are removed from the URL; every
-other query parameter (e.g. `channel=1&subtype=0`) goes to the camera unchanged.
+TCP transport is the default (no lost packets, passes NAT and firewalls); `transport=udp` switches
+to RTP over UDP. `open_timeout_ms` and `read_timeout_ms` bound how long opening and each read may
+block. These three options (options.RtspOptions) may be written in the URI query: they are removed
+from the URL, and every other query parameter (e.g. `channel=1&subtype=0`) goes to the camera unchanged.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Collection
 from types import ModuleType
 from typing import Any
-from urllib.parse import SplitResult, parse_qsl, urlsplit, urlunsplit
+from urllib.parse import SplitResult, unquote_plus, urlsplit, urlunsplit
 
 from edge_sdk.core.errors import SourceConfigError
 from edge_sdk.core.opencv import timeout_params
 from edge_sdk.sources.live_capture import LiveCaptureSource
 
 TRANSPORTS = ("tcp", "udp")
-SDK_QUERY_KEYS = ("transport", "open_timeout_ms", "read_timeout_ms")
 DEFAULT_OPEN_TIMEOUT_MS = 10_000
 DEFAULT_READ_TIMEOUT_MS = 5_000
 FFMPEG_OPTIONS_ENV = "OPENCV_FFMPEG_CAPTURE_OPTIONS"
@@ -105,32 +105,15 @@ class RtspSource(LiveCaptureSource):
         )
 
 
-def rtsp_source_from_uri(uri: str, name: str | None) -> RtspSource:
-    """An RtspSource for a pipeline URI, with the SDK's query keys taken out of the URL."""
+def camera_url(uri: str, sdk_keys: Collection[str]) -> str:
+    """The URL the camera is asked for: `uri` without the query parameters named in `sdk_keys` (the
+    SDK's own, see options.RtspOptions); the camera's own parameters stay byte for byte, since some
+    firmwares are picky about their encoding."""
     parts = urlsplit(uri)
-    sdk = {key: value for key, value in parse_qsl(parts.query) if key in SDK_QUERY_KEYS}
-    # Keep the camera's own parameters byte for byte: some firmwares are picky about encoding.
-    camera_query = [item for item in parts.query.split("&") if item and item.split("=", 1)[0] not in SDK_QUERY_KEYS]
-    url = urlunsplit(parts._replace(query="&".join(camera_query)))
-    return RtspSource(
-        url,
-        name=name,
-        transport=sdk.get("transport", "tcp").lower(),
-        open_timeout_ms=_milliseconds(sdk, "open_timeout_ms", DEFAULT_OPEN_TIMEOUT_MS, uri),
-        read_timeout_ms=_milliseconds(sdk, "read_timeout_ms", DEFAULT_READ_TIMEOUT_MS, uri),
-    )
-
-
-def _milliseconds(query: dict[str, str], key: str, default: int, uri: str) -> int:
-    if key not in query:
-        return default
-    try:
-        value = int(query[key])
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise SourceConfigError(f"rtsp source: expected {key}=N with N >= 1, got '{query[key]}' in {redact_url(uri)}")
-    return value
+    camera_query = [
+        item for item in parts.query.split("&") if item and unquote_plus(item.split("=", 1)[0]) not in sdk_keys
+    ]
+    return urlunsplit(parts._replace(query="&".join(camera_query)))
 
 
 def _default_name(parts: SplitResult) -> str:

@@ -3,44 +3,21 @@
 from __future__ import annotations
 
 from enum import Enum
-from urllib.parse import parse_qs, urlsplit
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .backoff import BackoffPolicy
+from .options import MAX_FRAMES
+from .options_input import validated_options
+from .schemes import SCHEMES, AnySourceOptions
 from .skipped_frames import FrameErrorPolicy
 
-MAX_FRAMES = 1_000_000_000_000
-"""Largest max_frames or synthetic frames=N: more than a camera delivers in a thousand years at 30 FPS."""
 MAX_URI_LENGTH = 8192
 """Longest source URI (a gst:// pipeline can be long)."""
 MAX_NAME_LENGTH = 200
 """Longest source name (it goes into results, stage names and MQTT topics)."""
-MAX_SIDE = 16384
-"""Widest or tallest frame a source may be asked for (size=WxH, width=, height=)."""
-MAX_FPS = 10_000.0
-MAX_TIMEOUT_MS = 600_000
-"""Longest RTSP open or read timeout: 10 minutes."""
-
-_QUERY_LIMITS: dict[str, dict[str, float]] = {
-    "synthetic": {"frames": MAX_FRAMES, "size": MAX_SIDE, "fps": MAX_FPS},
-    "v4l2": {"width": MAX_SIDE, "height": MAX_SIDE, "fps": MAX_FPS},
-    "csi": {"width": MAX_SIDE, "height": MAX_SIDE, "fps": MAX_FPS},
-    "rtsp": {"open_timeout_ms": MAX_TIMEOUT_MS, "read_timeout_ms": MAX_TIMEOUT_MS},
-    "rtsps": {"open_timeout_ms": MAX_TIMEOUT_MS, "read_timeout_ms": MAX_TIMEOUT_MS},
-}
-"""Upper bounds of the SDK's own query numbers per scheme (an RTSP camera's own parameters are not ours).
-Their format and lower bounds are checked by the source registry when the source is made."""
-
-
-def _scheme_and_query(uri: str) -> tuple[str, dict[str, str]]:
-    if uri.startswith("gst://") or uri.strip().isdigit():
-        return "", {}
-    try:
-        parts = urlsplit(uri)
-    except ValueError:
-        return "", {}
-    return parts.scheme.lower(), {key: values[-1] for key, values in parse_qs(parts.query).items()}
+_WITHOUT_OPTIONS = ", ".join(f"{name}://" for scheme in SCHEMES if scheme.options is None for name in scheme.names)
 
 
 class BufferPolicy(str, Enum):
@@ -110,17 +87,24 @@ class SourceSpec(BaseModel):
     uri: str = Field(
         description=(
             "Where frames come from: a video path or file://PATH, images://FOLDER, "
-            "synthetic://?image=PATH&frames=N&size=WxH&fps=F&realtime=true, "
-            "rtsp://[USER:PASS@]HOST[:PORT]/PATH or rtsps://... (query: transport=tcp|udp, open_timeout_ms, "
-            "read_timeout_ms; TCP by default), v4l2:///dev/video0?width=W&height=H&fps=F or a bare camera index "
-            "like 0, csi://SENSOR?width=W&height=H&fps=F&flip=0..7 (Jetson CSI camera), "
-            "gst://PIPELINE ending in appsink. csi:// and gst:// need OpenCV built with GStreamer. "
-            "Relative paths are relative to the pipeline file. Numbers in the query are bounded: "
-            "size, width and height 1..16384 per side, fps 0 < F <= 10000, frames 1..10^12, "
-            "open_timeout_ms and read_timeout_ms 1..600000 (10 minutes), flip 0..7."
+            "synthetic://?image=PATH&frames=N&size=WxH&fps=F&realtime=true (a virtual camera over a still), "
+            "rtsp://[USER:PASS@]HOST[:PORT]/PATH or rtsps://... (transport=tcp|udp, open_timeout_ms, "
+            "read_timeout_ms; TCP by default; other query parameters go to the camera), "
+            "v4l2:///dev/video0?width=W&height=H&fps=F or a bare camera index like '0' (quoted in YAML), "
+            "csi://SENSOR?width=W&height=H&fps=F&flip=0..7 (Jetson CSI camera), gst://PIPELINE ending in appsink. "
+            "csi:// and gst:// need OpenCV built with GStreamer. Relative paths are relative to the pipeline file. "
+            "A scheme's options (see options) may be written in the query, as here, or under options:."
         ),
         min_length=1,
         max_length=MAX_URI_LENGTH,
+    )
+    options: AnySourceOptions | None = Field(
+        None,
+        description=(
+            "The options of the uri's scheme as a mapping, e.g. {frames: 50, size: 320x240} for synthetic://: "
+            "the same keys as its query, checked as strictly as the rest of the file. An option may be in the "
+            f"query or here, not both. {_WITHOUT_OPTIONS} take none."
+        ),
     )
     name: str | None = Field(
         None,
@@ -161,25 +145,18 @@ class SourceSpec(BaseModel):
         ),
     )
 
-    @field_validator("uri")
+    @model_validator(mode="before")
     @classmethod
-    def _query_numbers_within_limits(cls, uri: str) -> str:
-        """Upper bounds of the numbers in the URI's query, checked when the file loads (a 60000x60000
-        synthetic frame would exhaust memory); the registry checks their format and lower bounds."""
-        scheme, query = _scheme_and_query(uri)
-        for key, limit in _QUERY_LIMITS.get(scheme, {}).items():
-            if key not in query:
-                continue
-            values = query[key].lower().split("x") if key == "size" else [query[key]]
-            try:
-                numbers = [float(value) for value in values]
-            except ValueError:
-                continue  # not a number: create_source says what it expected
-            if any(number > limit or number != number for number in numbers):  # number != number: NaN
-                if key == "size":
-                    raise ValueError(f"size={query[key]} is too large: expected each side at most {limit:g}")
-                raise ValueError(f"{key}={query[key]} is too large: expected at most {limit:g}")
-        return uri
+    def _options_of_its_scheme(cls, data: Any) -> Any:
+        """The query's options and those under `options:` become the scheme's options model, checked
+        when the file loads (a 60000x60000 synthetic frame would exhaust memory)."""
+        if not isinstance(data, dict):
+            return data
+        uri = data.get("uri")
+        if not isinstance(uri, str) or len(uri) > MAX_URI_LENGTH:
+            # the uri field reports what is wrong with it; options mean nothing without a scheme
+            return {key: value for key, value in data.items() if key != "options"}
+        return {**data, "options": validated_options(uri, data.get("options"))}
 
     def buffer_policy(self, is_live: bool) -> BufferPolicy:
         """The buffer policy in force for a source that is (or is not) live."""
