@@ -12,6 +12,7 @@ import numpy as np
 
 from edge_sdk.backends.runner import EngineRunner
 from edge_sdk.core.errors import ConfigError
+from edge_sdk.core.opencv import import_cv2
 from edge_sdk.core.tensor_meta import TensorMeta
 
 MAX_BENCH_BATCH = 1024
@@ -132,7 +133,6 @@ def make_input(
 
 
 def _image_batch(image: np.ndarray, shape: list[int], dtype: np.dtype[Any]) -> np.ndarray:
-    from edge_sdk.core.opencv import import_cv2
 
     nchw = shape[1] == 3 and shape[3] != 3
     height, width = (shape[2], shape[3]) if nchw else (shape[1], shape[2])

@@ -20,17 +20,18 @@ import numpy as np
 
 from edge_sdk.backends.calibration import Calibration, SampleSet, open_calibration_data, task_spec
 from edge_sdk.backends.int8.accuracy import AccuracyGate, AccuracyReport, compare_outputs, run_samples
-from edge_sdk.backends.onnxruntime.library import import_onnxruntime
-from edge_sdk.backends.onnxruntime.runner import SessionRunner
+from edge_sdk.backends.onnxruntime.reference import ReferenceRunner
 from edge_sdk.backends.registry import get_backend
 from edge_sdk.backends.runner import EngineRunner
 from edge_sdk.core.errors import ConfigError, EngineBuildError, ModelError
 from edge_sdk.core.model_file import ModelFile
 from edge_sdk.core.precision import PRECISIONS, Precision
 from edge_sdk.core.tensor_meta import select_input
+from edge_sdk.graph.options import GraphOptions
 from edge_sdk.profiles import DeviceProfile, ProfileCatalog
 
 from .cache import CacheEntry, EngineCache
+from .engine import GRAPH_DIR, entry_folded, prepare_engine
 
 if TYPE_CHECKING:
     from edge_sdk.backends.calibration.setup import TaskKind
@@ -84,25 +85,6 @@ def parse_engine_spec(text: str) -> EngineSpec:
     if model.suffix.lower() != ".onnx" and not model.exists():
         raise ConfigError(f"engine spec '{text}': expected {SPEC_FORMS}, got neither an .onnx path nor a digest")
     return EngineSpec(text, model=model, profile=profile, precision=precision)
-
-
-class ReferenceRunner(SessionRunner):
-    """The model as the user brought it: ONNX Runtime on the CPU, FP32, no graph optimisation."""
-
-    def __init__(self, model_path: Path):
-        super().__init__()
-        self.model_path = model_path
-
-    def _open_session(self) -> Any:
-        ort = import_onnxruntime()
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        try:
-            return ort.InferenceSession(str(self.model_path), options, providers=["CPUExecutionProvider"])
-        except Exception as exc:  # onnxruntime's own exception types
-            raise ModelError(
-                f"ONNX Runtime cannot load {self.model_path}: {str(exc).strip().splitlines()[0]}"
-            ) from None
 
 
 @dataclass(frozen=True)
@@ -172,7 +154,6 @@ def resolve_engine(spec: EngineSpec, setup: CompareSetup) -> ResolvedEngine:
         return ResolvedEngine(
             f"{spec.model.name} (reference: ONNX Runtime CPU fp32)", lambda: ReferenceRunner(model.path), model
         )
-    from .engine import prepare_engine
 
     profile = setup.catalog.resolve(spec.profile)
     precision = spec.precision or profile.default_precision
@@ -194,7 +175,6 @@ def _graph_options(model: ModelFile, setup: CompareSetup) -> GraphOptions | None
     """The pipeline's preprocessing folded into the engine, as `edge-sdk build --pipeline` and runs do it."""
     if setup.preprocess is None or not setup.preprocess.fold:
         return None
-    from edge_sdk.graph.options import GraphOptions
 
     return GraphOptions(preprocess=setup.preprocess, input_name=select_input(model.inputs, setup.input_name).name)
 
@@ -222,7 +202,6 @@ def _cached_engine(spec: EngineSpec, setup: CompareSetup) -> ResolvedEngine:
     if feeds_model is None:
         raise ModelError(f"cache entry {entry.digest[:12]}: expected its graph model or {model_path}, found neither")
     label = f"{model_path.name}@{profile.name}:{precision} (cached {entry.digest[:12]})"
-    from .engine import entry_folded
 
     return ResolvedEngine(
         label, lambda: backend.runner(entry.directory, profile.engine, precision), feeds_model, entry_folded(entry)
@@ -231,7 +210,6 @@ def _cached_engine(spec: EngineSpec, setup: CompareSetup) -> ResolvedEngine:
 
 def _graph_model(entry: CacheEntry) -> ModelFile | None:
     """The model after the SDK's graph passes, whose inputs the engine takes (None for older entries)."""
-    from .engine import GRAPH_DIR
 
     found = sorted((entry.directory / GRAPH_DIR).glob("*.onnx"))
     return ModelFile.load(found[0]) if found else None

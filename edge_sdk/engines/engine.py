@@ -19,6 +19,8 @@ from edge_sdk.core.host import HostFacts, HostProbe
 from edge_sdk.core.model_file import ModelFile
 from edge_sdk.core.precision import Precision
 from edge_sdk.core.tensor_meta import TensorMeta
+from edge_sdk.graph.optimize import optimize_graph
+from edge_sdk.graph.options import GraphOptions
 from edge_sdk.profiles import DeviceProfile
 from edge_sdk.profiles.equivalence_settings import EquivalenceSettings
 
@@ -97,7 +99,6 @@ def prepare_engine(
     preprocessing fails, the engine is built again with the preprocessing left outside, with one
     warning (`PreparedEngine.folded` says which the entry holds).
     """
-    from edge_sdk.graph.options import GraphOptions
 
     started = time.perf_counter()
     precision = precision or profile.default_precision
@@ -221,8 +222,6 @@ def _apply_graph_passes(
     model: ModelFile, graph: GraphOptions, destination: Path
 ) -> tuple[ModelFile, list[dict[str, object]]]:
     import onnx
-
-    from edge_sdk.graph.optimize import optimize_graph
 
     optimized, reports = optimize_graph(onnx.load(str(model.path)), graph)
     destination.parent.mkdir()

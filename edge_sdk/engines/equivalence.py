@@ -16,12 +16,20 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from edge_sdk.backends.calibration.frame_data import frame_feed
 from edge_sdk.backends.calibration.settings import TaskSpec
+from edge_sdk.backends.calibration.setup import task_spec
 from edge_sdk.backends.int8.accuracy import AccuracyGate, AccuracyReport, compare_outputs, run_samples
+from edge_sdk.backends.onnxruntime.reference import ReferenceRunner
 from edge_sdk.backends.runner import EngineRunner
 from edge_sdk.core.errors import ConfigError, EngineBuildError, SourceError, first_line
 from edge_sdk.core.model_file import ModelFile
+from edge_sdk.core.opencv import import_cv2
 from edge_sdk.core.tensor_meta import TensorMeta
+from edge_sdk.postprocess.ssd import SsdSpec, ssd_decoding
+from edge_sdk.postprocess.ssd_decode import BOX_ENCODINGS, CLASS_SCORES, SsdDecoder
+
+from .benchmark import make_input
 
 if TYPE_CHECKING:
     from edge_sdk.core.preprocess import PreprocessSpec
@@ -66,7 +74,6 @@ def shipped_frames(count: int) -> GateFrames:
 def scene_frames(count: int) -> tuple[np.ndarray, ...]:
     """`count` frames from the shipped image: as it is, then mirrored, zoomed, stretched to 16:9,
     darker, turned, blurred and small, so sizes, layouts and contrast vary."""
-    from edge_sdk.core.opencv import import_cv2
 
     cv2 = import_cv2()
     image = cv2.imread(str(SCENE_IMAGE), cv2.IMREAD_COLOR)
@@ -157,8 +164,6 @@ def check_equivalence(
     started = time.perf_counter()
     reference_feed, origin = _reference_samples(reference, data, frames, origin)
     task = _task(reference, data.postprocess)
-    from .compare import ReferenceRunner
-
     with ReferenceRunner(reference.path) as runner:
         expected = [_first_item(outputs) for outputs in run_samples(runner, reference_feed)]
     try:
@@ -203,7 +208,6 @@ def _reference_samples(
 ) -> tuple[list[dict[str, np.ndarray]], str]:
     """The frames as the model's own input (the pipeline's preprocessing, or raw frames when the input
     takes them); seeded random inputs for a model frames cannot feed."""
-    from edge_sdk.backends.calibration.frame_data import frame_feed
 
     try:
         feed, _target = frame_feed(reference.inputs, data.preprocess, data.input_name, "(equivalence gate)")
@@ -211,7 +215,6 @@ def _reference_samples(
         if data.model_samples is not None and (samples := data.model_samples(len(frames))):
             return samples, f"{len(samples)} samples of the calibration data"
         rng = np.random.default_rng(_RANDOM_SEED)
-        from .benchmark import make_input
 
         samples = [
             {meta.name: make_input(meta, _batch_of(meta), _RANDOM_DYNAMIC_SIZE, rng) for meta in reference.inputs}
@@ -258,12 +261,9 @@ def _host_decoded(
     """An SSD engine cut after its box head (graph/ssd_split.py) leaves the box decoder and NMS to the
     host: the pipeline's engine is that engine and that decoder, so it is judged with both, as the
     uncut model's own outputs."""
-    from edge_sdk.postprocess.ssd_decode import BOX_ENCODINGS, CLASS_SCORES
 
     if not actual or not {BOX_ENCODINGS, CLASS_SCORES} <= set(actual[0]) or BOX_ENCODINGS in expected[0]:
         return actual
-    from edge_sdk.postprocess.ssd import ssd_decoding
-    from edge_sdk.postprocess.ssd_decode import SsdDecoder
 
     decoder = SsdDecoder(ssd_decoding(reference.path))
     return [decoder.graph_outputs(outputs[BOX_ENCODINGS][0], outputs[CLASS_SCORES][0]) for outputs in actual]
@@ -277,11 +277,9 @@ def _first_item(outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 def _task(reference: ModelFile, postprocess: AnyPostprocessSpec | None) -> TaskSpec:
     """The pipeline's post-processing says what outputs mean; without one, a model with the TF Object
     Detection API outputs (the `ssd` defaults) is judged as a detector, anything else per output."""
-    from edge_sdk.backends.calibration.setup import task_spec
 
     if postprocess is not None:
         return task_spec(None, postprocess)
-    from edge_sdk.postprocess.ssd import SsdSpec
 
     ssd = SsdSpec(type="ssd")
     names = {meta.name for meta in reference.outputs}

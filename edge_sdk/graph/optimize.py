@@ -13,7 +13,9 @@ from .graph_edit import keep_ir_version
 from .model_pass import GraphPass, PassReport, run_passes
 from .noop_removal import NoOpRemoval
 from .options import GraphOptions
+from .preprocess_folding import PreprocessFolding
 from .shape_inference import ShapeInference
+from .ssd_split import SsdSplit
 
 
 def graph_passes(model: onnx.ModelProto, options: GraphOptions) -> list[GraphPass]:
@@ -22,13 +24,9 @@ def graph_passes(model: onnx.ModelProto, options: GraphOptions) -> list[GraphPas
     BatchNormalization folding -> batch size (unless "keep") -> shape inference."""
     passes: list[GraphPass] = []
     if options.preprocess is not None and getattr(options.preprocess, "fold", True):
-        from .preprocess_folding import PreprocessFolding
-
         input_name = _input_name(model, options.input_name)
         passes.append(PreprocessFolding(options.preprocess, input_name, integer_resize=options.integer_resize))
     if options.ssd_split:
-        from .ssd_split import SsdSplit
-
         passes.append(SsdSplit())
     passes += [ShapeInference(), ConstantFolding(), NoOpRemoval(), BatchNormFolding()]
     if options.batch != "keep":

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from edge_sdk.backends.calibration import int8_settings, make_calibration
 from edge_sdk.core.errors import ConfigError, SourceError
 from edge_sdk.core.model_file import ModelFile
 from edge_sdk.core.preprocess import Preprocessor, PreprocessSpec
@@ -14,11 +15,14 @@ from edge_sdk.core.tensor_meta import TensorMeta, select_input
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.engines.engine import PreparedEngine, prepare_engine
 from edge_sdk.engines.equivalence import GateData, GateFrames, shipped_frames, source_frames
+from edge_sdk.graph.options import GraphOptions
+from edge_sdk.graph.preprocess_folding import FRAME_INPUT
 from edge_sdk.pipeline.cascade import Cascade, NoCascade
 from edge_sdk.pipeline.config import PipelineConfig
 from edge_sdk.postprocess import build_postprocessor
 from edge_sdk.postprocess.classification import ClassificationPostprocessor
 from edge_sdk.profiles import DeviceProfile
+from edge_sdk.sources.registry import create_source
 
 if TYPE_CHECKING:
     from edge_sdk.backends.calibration import Calibration
@@ -71,7 +75,6 @@ def prepare_models(config: PipelineConfig, profile: DeviceProfile, cache: Engine
 def pipeline_graph(config: PipelineConfig, model: ModelFile) -> GraphOptions | None:
     """The graph passes a run of this pipeline builds its engine with: preprocessing folded when asked,
     and an SSD graph cut after its box head when its post-processing decodes on the host (decode: sdk)."""
-    from edge_sdk.graph.options import GraphOptions
 
     split = config.postprocess.type == "ssd" and config.postprocess.decode == "sdk"
     if not config.preprocess.fold and not split:
@@ -91,7 +94,6 @@ def pipeline_gate(config: PipelineConfig, input_name: str | None) -> GateData:
     feeds and judges them. Sources are made only when a build reads the frames."""
 
     def read_frames(count: int) -> GateFrames:
-        from edge_sdk.sources.registry import create_source
 
         for spec in config.sources:
             try:
@@ -111,7 +113,6 @@ def pipeline_calibration(
 ) -> Calibration:
     """The int8 calibration of this pipeline's model: `data` and `overrides` (from the CLI) win over the
     pipeline's `model.calibration`, which wins over the profile's `int8` settings."""
-    from edge_sdk.backends.calibration import int8_settings, make_calibration
 
     spec = config.model.calibration
     data = data or (spec.data if spec else None)
@@ -136,7 +137,6 @@ def pipeline_calibration(
 
 def _engine_input(primary: PreparedEngine, model_input: TensorMeta, folded: bool) -> TensorMeta:
     """The input as the built engine has it (the graph passes may have replaced it)."""
-    from edge_sdk.graph.preprocess_folding import FRAME_INPUT
 
     return select_input(primary.inputs, FRAME_INPUT if folded else model_input.name, "model.input")
 

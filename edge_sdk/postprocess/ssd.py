@@ -19,6 +19,7 @@ from pydantic import Field
 
 from edge_sdk.core.errors import ConfigError, ModelError
 from edge_sdk.core.geometry import InputGeometry
+from edge_sdk.core.model_file import read_model_bytes
 from edge_sdk.core.results import Detection, FrameMeta, Result
 from edge_sdk.core.tensor_meta import TensorMeta
 
@@ -159,7 +160,6 @@ def ssd_decoding(model: Path) -> SsdDecoding:
 def _decoding_of(path: str, _mtime_ns: int, _size: int) -> SsdDecoding:
     import onnx
 
-    from edge_sdk.core.model_file import read_model_bytes
     from edge_sdk.graph.ssd_head import find_ssd_head
 
     try:

@@ -1,6 +1,7 @@
 """Calibration for INT8 engines: data readers, settings, and the task that says how accuracy is measured."""
 
-from .reader import CalibrationReader, Sample, SampleSet, open_calibration_data
+from .data import open_calibration_data
+from .reader import CalibrationReader, Sample, SampleSet
 from .settings import Calibration, Int8Settings, TaskSpec
 from .setup import int8_settings, make_calibration, task_spec
 

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from edge_sdk.core.errors import ConfigError, ModelError
+from edge_sdk.core.opencv import import_cv2
+from edge_sdk.core.preprocess import Preprocessor
 from edge_sdk.core.tensor_meta import TensorMeta, select_input
 
 from .reader import Sample, check_sample, spread
@@ -29,7 +31,6 @@ def frame_feed(
 ) -> tuple[FrameToSample, str]:
     """How one BGR uint8 frame becomes a sample, and the input it feeds: through the pipeline's
     Preprocessor, or as the raw frame when there is no preprocessing and the input takes raw frames."""
-    from edge_sdk.core.preprocess import Preprocessor
 
     if len(inputs) != 1:
         names = [meta.name for meta in inputs]
@@ -206,7 +207,6 @@ class VideoReader(_FrameReader):
 
 
 def _cv2() -> Any:
-    from edge_sdk.core.opencv import import_cv2
 
     return import_cv2()
 

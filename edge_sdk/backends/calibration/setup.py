@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from edge_sdk.core.errors import ConfigError
 from edge_sdk.core.model_file import ModelFile
 
-from .reader import open_calibration_data
+from .data import open_calibration_data
 from .settings import Calibration, Int8Settings, TaskSpec
 
 if TYPE_CHECKING:

@@ -9,6 +9,9 @@ from typing import Any
 import numpy as np
 
 from edge_sdk.core.errors import ConfigError
+from edge_sdk.core.geometry import InputGeometry
+from edge_sdk.core.results import FrameMeta
+from edge_sdk.postprocess import build_postprocessor
 
 from ..calibration.settings import Int8Settings, TaskSpec
 
@@ -202,9 +205,6 @@ def _detection(
 ) -> AccuracyReport:
     """Boxes kept by the decoder in one engine, matched against the other's decoded a little more leniently
     (`score_margin` under the threshold), so a score that merely crosses the threshold is not a lost box."""
-    from edge_sdk.core.geometry import InputGeometry
-    from edge_sdk.core.results import FrameMeta
-    from edge_sdk.postprocess import build_postprocessor
 
     assert task.postprocess is not None  # TaskSpec validates this
     spec: Any = task.postprocess

@@ -18,6 +18,7 @@ import numpy as np
 from edge_sdk.core.errors import ConfigError
 
 from .accuracy import AccuracyReport, compare_outputs, run_samples
+from .range_check import range_warnings
 
 if TYPE_CHECKING:
     import onnx
@@ -212,7 +213,6 @@ def analyse_sensitivity(
     Layer names are those of the model prepared for quantisation (shape inference, BatchNormalization
     folded, every node named): the names a build's `excluded_nodes` use.
     """
-    from .range_check import range_warnings
 
     calibration, held_out = samples.split(settings.holdout_every)
     held_feeds = list(held_out)

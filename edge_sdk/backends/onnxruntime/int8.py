@@ -22,6 +22,7 @@ from edge_sdk.core.precision import Precision
 from ..calibration.reader import SampleSet
 from ..calibration.settings import Calibration
 from ..int8.accuracy import AccuracyGate, AccuracyReport, compare_outputs, run_samples
+from ..int8.mixed_precision import search_mixed_precision
 from ..int8.range_check import range_warnings
 from .options import OnnxRuntimeOptions
 from .quantize import (
@@ -123,7 +124,6 @@ def _mixed_precision(
     reference: list[dict[str, Any]],
     gate: AccuracyGate,
 ) -> Int8Result:
-    from ..int8.mixed_precision import search_mixed_precision
 
     log.info("int8 gate failed; searching for layers to keep in float")
     found = search_mixed_precision(

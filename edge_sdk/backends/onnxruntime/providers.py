@@ -25,6 +25,8 @@ import sys
 import warnings
 from pathlib import Path
 
+from .library import import_onnxruntime
+
 log = logging.getLogger(__name__)
 
 PROVIDER_LIBRARIES: dict[str, str] = {
@@ -70,7 +72,6 @@ def tensorrt_libs_folder() -> Path | None:
 
 def available_providers() -> list[str]:
     """What the installed onnxruntime lists, loadable or not; [] without onnxruntime."""
-    from .library import import_onnxruntime
 
     return list(import_onnxruntime().get_available_providers())
 

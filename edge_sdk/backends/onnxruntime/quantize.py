@@ -22,6 +22,7 @@ import numpy as np
 import onnx
 
 from edge_sdk.core.errors import ConfigError, EngineBuildError, first_line
+from edge_sdk.core.host import HostProbe
 from edge_sdk.graph.graph_edit import keep_ir_version
 
 from ..calibration.settings import Int8Settings
@@ -184,7 +185,6 @@ def resolve_reduce_range(settings: Int8Settings) -> bool:
 
 @functools.cache
 def _x86_without_vnni() -> bool:
-    from edge_sdk.core.host import HostProbe
 
     facts = HostProbe().facts()
     return facts.arch == "x86_64" and not facts.cpu_flags & VNNI_FLAGS

@@ -23,6 +23,8 @@ from edge_sdk.core.errors import ArtifactError, FleetError
 from edge_sdk.core.status import StatusEvent, StatusKind
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.fleet.device.artifacts import ArtifactStore
+from edge_sdk.pipeline.config import load_pipeline
+from edge_sdk.pipeline.run import run_pipeline
 from edge_sdk.profiles import DeviceProfile
 
 log = logging.getLogger(__name__)
@@ -104,7 +106,6 @@ class PipelineSupervisor:
 
     def start(self, name: str, version: int | None = None, timeout: float = DEFAULT_START_TIMEOUT_S) -> None:
         """Run pipeline `name` of `version` (default: active); return once it started, else raise PipelineStartError."""
-        from edge_sdk.pipeline.config import load_pipeline
 
         version = self.store.current_version() if version is None else version
         if version is None:
@@ -173,7 +174,6 @@ class PipelineSupervisor:
         )
 
     def _run(self, run: _Run, config: object, profile: DeviceProfile) -> None:
-        from edge_sdk.pipeline.run import run_pipeline
 
         try:
             summary = run_pipeline(config, profile, self._cache, stop=run.stop, on_status=run.on_status)  # type: ignore[arg-type]
