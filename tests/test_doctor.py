@@ -12,7 +12,7 @@ from edge_sdk.core.host import HostFacts
 from edge_sdk.doctor import diagnose
 from edge_sdk.profiles import ProfileCatalog
 
-from .engines.fake_capi import MISSING_DEPENDENCY, build_fake_capi
+from .backends.fake_capi import MISSING_DEPENDENCY, build_fake_capi
 
 GPU_SERVER = HostFacts(arch="x86_64", cpu_model="Test CPU", nvidia_gpus=("NVIDIA H200",))
 ORIN = HostFacts(

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.backends.int8_models import labelled_samples, outlier_cnn, save_npz
 from tests.cli.test_cli import assert_one_line_error, edge_sdk
 from tests.conftest import REPO_ROOT
-from tests.engines.int8_models import labelled_samples, outlier_cnn, save_npz
 
 pytestmark = pytest.mark.slow  # multi-process runs or subprocesses: not in make test-fast
 

@@ -3,7 +3,7 @@
 1. The demo engine for x86-nvidia as shipped (float NCHW fold): the gate's verdict and its cost.
 2. The same build forced into the uint8 NHWC fold that gave 0 detections on CUDA (issue 10): the
    gate must fail the fold, fall back to host preprocessing with one warning, and pass unfolded.
-(A CUDA device id the host lacks is tests/engines/test_provider_refusal.py's gpu-marked test.)
+(A CUDA device id the host lacks is tests/backends/test_provider_refusal.py's gpu-marked test.)
 
 Usage (PYTHONPATH with onnxruntime-gpu): python tools/gpu/gate_check.py [--cache DIR]
 """

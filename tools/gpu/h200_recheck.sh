@@ -5,5 +5,5 @@
 set -uo pipefail
 OUT=${OUT:-/tmp/edge-sdk-out}
 mkdir -p "$OUT" "$HOME/stage" && cp .gpu/ort/c5/* "$HOME/stage/"
-SUITE_TIMEOUT=150 SUITE_TESTS="tests/engines/test_provider_refusal.py tests/engines/test_io_binding.py \
+SUITE_TIMEOUT=150 SUITE_TESTS="tests/backends/test_provider_refusal.py tests/backends/test_io_binding.py \
 tests/graph/test_ssd_split.py tests/cli/test_cli.py tests/fleet/test_rollout_agent.py" bash tools/gpu/suite.sh
