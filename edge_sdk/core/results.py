@@ -63,6 +63,11 @@ class Result:
     detections: tuple[Detection, ...] = ()
     classifications: tuple[Classification, ...] = ()
     timings_ms: dict[str, float] = field(default_factory=dict)
+    """Where this frame's time went, in milliseconds, the same fields in both runtimes
+    (docs/architecture.md, "One frame"): preprocess (making its engine input), infer (its share of
+    the engine call: the call's time / batch), batch (frames in that call), postprocess (the
+    post-processor), cascade (0 without one) and total (from the frame in hand, read inline or
+    written to its ring, to its result ready for the sinks; waits included)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -1,10 +1,9 @@
-"""The inline runtime: source -> preprocess -> engine -> postprocess -> sinks, one frame at a time, in
-one process (`runtime.mode: inline`): for debugging, single-core boxes, and as the baseline the
-multi-process runtime is measured against."""
+"""The inline runtime: source -> the frame steps (frame_steps.py: preprocess -> engine -> postprocess,
+then cascade -> sinks), one frame at a time, in one process (`runtime.mode: inline`): for debugging,
+single-core boxes, and as the baseline the multi-process runtime is measured against."""
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 from collections.abc import Callable
@@ -24,6 +23,8 @@ from edge_sdk.sources.registry import create_source
 from edge_sdk.sources.skipped_frames import report
 
 from .config import PipelineConfig
+from .frame_ring import monotonic
+from .frame_steps import FrameDelivery, FrameInference
 from .metrics import LatencyRecorder, RunSummary
 
 
@@ -65,6 +66,8 @@ def run_inline(
         sinks = SinkFanout([create_sink(spec, config.name) for spec in config.sinks])
         stack.callback(sinks.close)
         sinks.open()
+        infer = FrameInference(engine, models.input_name, feed, postprocess)
+        deliver = FrameDelivery(cascade, sinks)
         active: list[Source] = list(sources)
         source_failures: dict[str, str] = {}
         started = time.perf_counter()
@@ -72,7 +75,7 @@ def run_inline(
             for source in list(active):
                 if stop.is_set():
                     break
-                t0 = time.perf_counter()
+                reading = monotonic()
                 try:
                     frame = source.read()
                 except SourceError as error:
@@ -84,29 +87,15 @@ def run_inline(
                 if frame is None:
                     active.remove(source)
                     continue
-                t1 = time.perf_counter()
-                tensor = feed(frame.image)
-                t_pre = time.perf_counter()
-                outputs = engine.infer({models.input_name: tensor})
-                t2 = time.perf_counter()
-                geometry = feed.geometry(frame.meta.width, frame.meta.height)
-                result = postprocess({name: value[0] for name, value in outputs.items()}, frame.meta, geometry)
-                result = cascade(result, frame.image)
-                t3 = time.perf_counter()
-                timings = {
-                    "capture": t1 - t0,
-                    "preprocess": t_pre - t1,
-                    "infer": t2 - t_pre,
-                    "postprocess": t3 - t2,
-                    "total": t3 - t1,
-                }
-                result = dataclasses.replace(result, timings_ms={k: v * 1000 for k, v in timings.items()})
-                sinks.write(result, frame.image)
+                in_hand_at = monotonic()
+                [result] = infer([frame])
+                result, sinks_seconds = deliver(result, frame.image, in_hand_at)
                 if on_result:
                     on_result(result)
+                latencies.add("capture", (in_hand_at - reading) * 1000)
                 for stage, ms in result.timings_ms.items():
                     latencies.add(stage, ms)
-                latencies.add("sinks", (time.perf_counter() - t3) * 1000)
+                latencies.add("sinks", sinks_seconds * 1000)
                 frames += 1
         seconds = time.perf_counter() - started
         skipped: dict[str, int] = {}
@@ -117,7 +106,7 @@ def run_inline(
         seconds=seconds,
         latency_p50_ms=latencies.percentile("total", 50),
         latency_p99_ms=latencies.percentile("total", 99),
-        stage_mean_ms={stage: latencies.mean(stage) for stage in latencies.samples},
+        stage_mean_ms={stage: latencies.mean(stage) for stage in latencies.samples if stage != "batch"},
         sink_failures=dict(sinks.failures),
         frames_skipped=skipped,
         source_failures=source_failures,

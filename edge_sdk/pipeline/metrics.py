@@ -30,8 +30,11 @@ class RunSummary:
     frames: int
     seconds: float
     latency_p50_ms: float
+    """Percentiles of the frames' `total` timing (Result.timings_ms): frame in hand -> result ready for the sinks."""
     latency_p99_ms: float
     stage_mean_ms: dict[str, float]
+    """Per frame, the mean of each Result.timings_ms field but `batch` (that is `mean_batch`), and of
+    `sinks` (the sinks' write); inline also `capture` (the source's read)."""
     sink_failures: dict[str, str]
     engine_built: bool
     engine_seconds: float
@@ -44,6 +47,7 @@ class RunSummary:
     restarts: dict[str, int] = field(default_factory=dict)
     """Stages that were restarted, and how often."""
     mean_batch: float = 1.0
+    """Frames per engine call, averaged over frames."""
 
     @property
     def fps(self) -> float:

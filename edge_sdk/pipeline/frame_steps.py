@@ -1,0 +1,100 @@
+"""One frame's path, the same in both runtimes: feed -> engine -> post-process where the engine runs
+(the inline loop, an inference worker), then cascade -> sinks where the frame's pixels and the sinks
+are (the inline loop, the output stage). Raw engine outputs never leave the first half: what travels
+on is the `Result`, small whatever the size of the model's head.
+
+Every Result's `timings_ms` has the fields of `TIMING_FIELDS`, meaning the same in both runtimes
+(docs/architecture.md, "One frame"):
+
+- preprocess: turning this frame into its engine input (`core/preprocess.py`'s feed);
+- infer: this frame's share of the engine call that computed it (the call's time / `batch`);
+- batch: frames in that engine call (1 inline; frames of one shape batched across sources otherwise);
+- postprocess: the post-processor on this frame's outputs;
+- cascade: the cascade on this frame's detections (0 without a cascade);
+- total: from the frame being in hand (the source returned it inline; written to its ring in the
+  multi-process runtime, so the wait in the ring and on the way counts) to its result being ready
+  for the sinks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from edge_sdk.backends.runner import EngineRunner
+from edge_sdk.core.preprocess import FrameFeed
+from edge_sdk.core.results import Frame, Result
+from edge_sdk.postprocess import Postprocessor
+from edge_sdk.sinks import SinkFanout
+
+from .cascade import Cascade, NoCascade
+from .frame_ring import monotonic
+
+TIMING_FIELDS = ("preprocess", "infer", "batch", "postprocess", "cascade", "total")
+
+
+class FrameInference:
+    """Frames in hand -> one Result each: feed, engine, post-process."""
+
+    def __init__(self, runner: EngineRunner, input_name: str, feed: FrameFeed, postprocess: Postprocessor):
+        self.runner, self.input_name, self.feed, self.postprocess = runner, input_name, feed, postprocess
+
+    def __call__(self, frames: Sequence[Frame]) -> list[Result]:
+        """Results in the order of `frames`, with every timing field but cascade and total. Frames whose
+        engine inputs have the same shape share one engine call; frames of different sizes (raw frames
+        for a folded engine, or no resize) cannot share a tensor and get one call per shape."""
+        tensors, preprocess_ms = [], []
+        for frame in frames:
+            started = time.perf_counter()
+            tensors.append(self.feed(frame.image))
+            preprocess_ms.append(_ms_since(started))
+        groups: dict[tuple[int, ...], list[int]] = {}
+        for position, tensor in enumerate(tensors):
+            groups.setdefault(tensor.shape, []).append(position)
+        results: list[Result | None] = [None] * len(frames)
+        for positions in groups.values():
+            started = time.perf_counter()
+            stacked = np.concatenate([tensors[p] for p in positions]) if len(positions) > 1 else tensors[positions[0]]
+            outputs = self.runner.infer({self.input_name: stacked})
+            infer_ms = _ms_since(started) / len(positions)
+            for row, position in enumerate(positions):
+                meta = frames[position].meta
+                started = time.perf_counter()
+                result = self.postprocess(
+                    {name: value[row] for name, value in outputs.items()},
+                    meta,
+                    self.feed.geometry(meta.width, meta.height),
+                )
+                timings = {
+                    "preprocess": preprocess_ms[position],
+                    "infer": infer_ms,
+                    "batch": float(len(positions)),
+                    "postprocess": _ms_since(started),
+                }
+                results[position] = dataclasses.replace(result, timings_ms=timings)
+        return [result for result in results if result is not None]
+
+
+class FrameDelivery:
+    """A frame's Result and pixels -> the cascade, the total, the sinks."""
+
+    def __init__(self, cascade: Cascade | NoCascade, sinks: SinkFanout):
+        self.cascade, self.sinks = cascade, sinks
+
+    def __call__(self, result: Result, image: np.ndarray, in_hand_at: float) -> tuple[Result, float]:
+        """(the Result as the sinks got it, seconds the sinks took). `in_hand_at`: the `monotonic()`
+        reading when the frame was in hand."""
+        started = time.perf_counter()
+        result = self.cascade(result, image)
+        timings = dict(result.timings_ms, cascade=_ms_since(started), total=(monotonic() - in_hand_at) * 1000)
+        result = dataclasses.replace(result, timings_ms=timings)
+        written = time.perf_counter()
+        self.sinks.write(result, image)
+        return result, time.perf_counter() - written
+
+
+def _ms_since(started: float) -> float:
+    return (time.perf_counter() - started) * 1000
