@@ -1,5 +1,5 @@
-"""The small messages stages send each other. Pixels never travel here: only slot ids, numbers and
-raw engine outputs."""
+"""The small messages stages send each other. Pixels and raw engine outputs never travel here: only
+slot ids, numbers and each frame's decoded Result (frame_steps.py)."""
 
 from __future__ import annotations
 
@@ -7,26 +7,25 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
-from edge_sdk.core.geometry import InputGeometry
-from edge_sdk.core.results import FrameMeta
+from edge_sdk.core.results import FrameMeta, Result
 
 
 @dataclass(frozen=True)
 class InferenceDone:
-    """One frame's raw engine outputs; its pixels stay in `source_index`'s ring at `slot`."""
+    """One frame's Result, post-processed by the worker that inferred it; its pixels stay in
+    `source_index`'s ring at `slot`."""
 
     source_index: int
     slot: int
     holder: int
     """Owner id of the worker that claimed the slot; the output takes the slot over from it."""
     frame: FrameMeta
+    """The frame as the worker claimed it from the ring (slot ownership and order go by this, not by
+    what a post-processor put in `result`)."""
     captured_at: float
     """Monotonic clock reading when the frame was written to the ring."""
-    geometry: InputGeometry
-    outputs: dict[str, np.ndarray]
-    timings_ms: dict[str, float]
+    result: Result
+    """Detections and classes, with the timings up to the post-processor (frame_steps.TIMING_FIELDS)."""
 
 
 @dataclass(frozen=True)
@@ -41,7 +40,8 @@ class StageReport:
     """Time spent working (not waiting) since the stage started."""
     dropped: int = 0
     latencies_ms: list[float] = field(default_factory=list)
-    """Capture-to-result latencies of the frames finished since the previous report (output stage)."""
+    """The `total` timing (frame in its ring -> result ready for the sinks) of each frame finished since
+    the previous report (output stage)."""
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -1,7 +1,7 @@
 """The multi-process runtime: rings in shared memory, stage processes, a watchdog, live counters.
 
-capture process per source --slot ids--> inference worker(s) --raw outputs--> output process
-(post-process, sinks). The parent creates (and always unlinks) the rings, starts the stages,
+capture process per source --slot ids--> inference worker(s) (engine, post-process) --results-->
+output process (cascade, sinks). The parent creates (and always unlinks) the rings, starts the stages,
 restarts a crashed stage within its restart budget, and collects reports for --stats, Prometheus
 and the run summary.
 """
@@ -177,6 +177,7 @@ class PipelineRuntime:
                 threads=threads,
                 input_name=models.input_name,
                 preprocess=models.preprocess,
+                postprocess=config.postprocess,
                 source_names=names,
                 rings=tuple(handles),
                 channels=channels,
@@ -189,8 +190,8 @@ class PipelineRuntime:
             )
         assert self._results is not None
         output = OutputPlan(
-            OUTPUT_OWNER, config.name, config.postprocess, config.cascade, models.cascade, tuple(config.sinks),
-            tuple(handles), channels, self._results, every,
+            OUTPUT_OWNER, config.name, config.cascade, models.cascade, tuple(config.sinks), tuple(handles), channels,
+            self._results, every,
         )  # fmt: skip
         stages.append(self._stage("output", "output", OUTPUT_OWNER, run_output, output))
         return stages

@@ -2,26 +2,15 @@
 
 from __future__ import annotations
 
-import numpy as np
-
-from edge_sdk.core.geometry import InputGeometry
-from edge_sdk.core.results import FrameMeta
+from edge_sdk.core.results import FrameMeta, Result
 from edge_sdk.pipeline.messages import InferenceDone
 from edge_sdk.pipeline.stages.reorder import Reorder
 from edge_sdk.sources.spec import BufferPolicy
 
 
 def done(index: int, source: int = 0) -> InferenceDone:
-    return InferenceDone(
-        source,
-        index % 8,
-        1000,
-        FrameMeta("cam", index, 0.0, 4, 4),
-        0.0,
-        InputGeometry.identity(4, 4),
-        {"x": np.zeros(1)},
-        {},
-    )
+    frame = FrameMeta("cam", index, 0.0, 4, 4)
+    return InferenceDone(source, index % 8, 1000, frame, 0.0, Result(frame))
 
 
 def frames(results: list[InferenceDone]) -> list[int]:

@@ -1,5 +1,5 @@
 """The three kinds of stage process: capture (one per source), inference (batches across sources),
-output (post-process, sinks). Each entry point takes one picklable plan and runs until its inputs end
+output (cascade, sinks). Each entry point takes one picklable plan and runs until its inputs end
 or the pipeline stops; the runtime (runtime.py) starts them and restarts the ones that crash."""
 
 from .capture import CapturePlan, run_capture

@@ -1,19 +1,20 @@
-"""The inference stage: workers that batch frames across sources and run the engine."""
+"""The inference stage: workers that batch frames across sources, run the engine and post-process each frame."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol
 
-import numpy as np
-
-from edge_sdk.core.preprocess import FrameFeed, PreprocessSpec, frame_feed
-from edge_sdk.core.results import FrameMeta
+from edge_sdk.core.preprocess import PreprocessSpec, frame_feed
+from edge_sdk.core.results import Frame, FrameMeta
 from edge_sdk.engines.engine import PreparedEngine
+from edge_sdk.postprocess import PostprocessSpec, build_postprocessor
 from edge_sdk.sources.spec import BufferPolicy
 
 from ..frame_ring import FrameRing, SlotInfo, monotonic
+from ..frame_steps import FrameInference
 from ..message_socket import MessageSender
 from ..messages import InferenceDone
 from .common import IDLE_SECONDS, Reporter, RingHandle, StageChannels, StageLink, attach_rings, failures_reported
@@ -27,6 +28,7 @@ class InferencePlan:
     threads: int | None
     input_name: str
     preprocess: PreprocessSpec
+    postprocess: PostprocessSpec
     source_names: tuple[str, ...]
     rings: tuple[RingHandle, ...]
     channels: StageChannels
@@ -46,9 +48,9 @@ def run_inference(plan: InferencePlan) -> None:
         try:
             runner.activate()
             model_input = next(meta for meta in runner.inputs if meta.name == plan.input_name)
-            _serve(
-                rings, plan, link, reporter, _Batcher(plan, runner, frame_feed(plan.preprocess, model_input), results)
-            )
+            feed = frame_feed(plan.preprocess, model_input)
+            infer = FrameInference(runner, plan.input_name, feed, build_postprocessor(plan.postprocess))
+            _serve(rings, plan, link, reporter, Batcher(plan.owner_id, plan.source_names, infer, results))
         finally:
             reporter.tick(force=True)
             runner.deactivate()
@@ -58,7 +60,7 @@ def run_inference(plan: InferencePlan) -> None:
             link.close()
 
 
-def _serve(rings: list[FrameRing], plan: InferencePlan, link: StageLink, reporter: Reporter, batcher: _Batcher) -> None:
+def _serve(rings: list[FrameRing], plan: InferencePlan, link: StageLink, reporter: Reporter, batcher: Batcher) -> None:
     """On stop, what was already inferred still reaches the sinks; frames waiting in rings do not."""
     next_source = 0
     looked_at: list[int] | None = None
@@ -112,41 +114,36 @@ def _any_ready(rings: list[FrameRing]) -> bool:
     return any(ring.states()["ready"] for ring in rings)
 
 
-class _Batcher:
-    """Runs the engine on a batch of claimed slots and sends each frame's outputs to the output stage."""
+class ResultSender(Protocol):
+    """Where a worker's messages go: the results channel's MessageSender (a recording stand-in in tests)."""
 
-    def __init__(self, plan: InferencePlan, runner: Any, feed: FrameFeed, results: MessageSender):
-        self.plan, self.runner, self.feed, self.results = plan, runner, feed, results
+    def send(self, message: InferenceDone) -> bool: ...
+
+
+class Batcher:
+    """Infers a batch of claimed slots and sends each frame's Result (never its raw outputs) to the
+    output stage."""
+
+    def __init__(
+        self, owner_id: int, source_names: Sequence[str], infer: FrameInference, results: ResultSender
+    ) -> None:
+        self.owner_id, self.source_names, self.infer_frames, self.results = owner_id, source_names, infer, results
 
     def infer(self, batch: list[tuple[int, SlotInfo]], rings: list[FrameRing]) -> None:
-        plan, feed = self.plan, self.feed
-        started = time.perf_counter()
-        tensors = [feed(rings[index].frame(info)) for index, info in batch]
-        # Frames of different sizes (raw frames for a folded engine, or no resize) cannot share one tensor.
-        groups: dict[tuple[int, ...], list[int]] = {}
-        for position, tensor in enumerate(tensors):
-            groups.setdefault(tensor.shape, []).append(position)
-        preprocessed = time.perf_counter()
-        outputs_per_frame: list[dict[str, np.ndarray]] = [{} for _ in batch]
-        for positions in groups.values():
-            stacked = np.concatenate([tensors[p] for p in positions]) if len(positions) > 1 else tensors[positions[0]]
-            outputs = self.runner.infer({plan.input_name: stacked})
-            for row, position in enumerate(positions):
-                outputs_per_frame[position] = {name: np.array(value[row]) for name, value in outputs.items()}
-        inferred = time.perf_counter()
-        timings = {
-            "preprocess": (preprocessed - started) * 1000 / len(batch),
-            "infer": (inferred - preprocessed) * 1000 / len(batch),
-            "batch": float(len(batch)),
-        }
         now_wall, now_mono = time.time(), monotonic()
-        for (index, info), outputs in zip(batch, outputs_per_frame, strict=True):
-            meta = FrameMeta(
-                plan.source_names[index], info.seq, now_wall - (now_mono - info.timestamp), info.width, info.height
+        frames = [
+            Frame(
+                FrameMeta(
+                    self.source_names[index], info.seq, now_wall - (now_mono - info.timestamp), info.width, info.height
+                ),
+                rings[index].frame(info),
             )
-            geometry = feed.geometry(info.width, info.height)
-            done = InferenceDone(index, info.slot, plan.owner_id, meta, info.timestamp, geometry, outputs, timings)
+            for index, info in batch
+        ]
+        results = self.infer_frames(frames)
+        for (index, info), frame, result in zip(batch, frames, results, strict=True):
+            done = InferenceDone(index, info.slot, self.owner_id, frame.meta, info.timestamp, result)
             # The output stage takes the slot over when the message arrives. Until then the frame
             # is SENT: if this process or the output stage dies, the runtime gives it back to be redone.
-            if rings[index].mark_sent(info.slot, info.seq, plan.owner_id) and not self.results.send(done):
+            if rings[index].mark_sent(info.slot, info.seq, self.owner_id) and not self.results.send(done):
                 rings[index].release(info.slot)

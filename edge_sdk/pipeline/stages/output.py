@@ -1,4 +1,5 @@
-"""The output stage: post-processing, the cascade and sinks, then the slot is free again."""
+"""The output stage: the cascade and sinks for each frame's Result (post-processed by its inference
+worker), in order, then the slot is free again."""
 
 from __future__ import annotations
 
@@ -9,15 +10,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from edge_sdk.backends.runner import EngineRunner
-from edge_sdk.core.results import Result
 from edge_sdk.core.status import StatusEvent, StatusKind
 from edge_sdk.engines.engine import PreparedEngine
 from edge_sdk.pipeline.cascade import Cascade, CascadeSpec, NoCascade
-from edge_sdk.postprocess import PostprocessSpec, build_postprocessor
 from edge_sdk.sinks import SinkFanout, SinkSpec, create_sink
 from edge_sdk.sources.spec import BufferPolicy
 
-from ..frame_ring import SlotInfo, monotonic
+from ..frame_ring import SlotInfo
+from ..frame_steps import FrameDelivery
 from ..message_socket import MessageListener
 from ..messages import InferenceDone
 from .common import POLL_SECONDS, Reporter, RingHandle, StageChannels, StageLink, attach_rings, failures_reported
@@ -28,7 +28,6 @@ from .reorder import Reorder
 class OutputPlan:
     owner_id: int
     pipeline_name: str
-    postprocess: PostprocessSpec
     cascade: CascadeSpec | None
     cascade_engine: PreparedEngine | None
     sinks: tuple[SinkSpec, ...]
@@ -80,7 +79,7 @@ def run_output(plan: OutputPlan) -> None:
 
 
 class _Output:
-    """Post-process, sinks, slot release, and the counters the run summary needs."""
+    """Cascade, sinks, slot release, and the counters the run summary needs."""
 
     def __init__(self, plan: OutputPlan, link: StageLink):
         self.owner_id = plan.owner_id
@@ -88,17 +87,17 @@ class _Output:
         self.rings = attach_rings(plan.rings)
         self.link = link
         self.reporter = Reporter("output", link, plan.report_seconds, extra=self._report_extra)
-        self.postprocess = build_postprocessor(plan.postprocess)
-        self.cascade: Cascade | NoCascade = NoCascade()
+        cascade: Cascade | NoCascade = NoCascade()
         self._cascade_runner: EngineRunner | None = None
         if plan.cascade is not None and plan.cascade_engine is not None:
             self._cascade_runner = plan.cascade_engine.open()
             self._cascade_runner.activate()
-            self.cascade = Cascade(plan.cascade, self._cascade_runner)
+            cascade = Cascade(plan.cascade, self._cascade_runner)
         self.sinks = SinkFanout([create_sink(spec, plan.pipeline_name) for spec in plan.sinks])
         self.sinks.open()
         if plan.resumed:
             self.sinks.resume()
+        self.delivery = FrameDelivery(cascade, self.sinks)
         self.reported_failures: set[str] = set()
         self.timing_sums: dict[str, float] = {}
         self.first_result_at: float | None = None
@@ -118,20 +117,15 @@ class _Output:
         started = time.perf_counter()
         ring = self.rings[done.source_index]
         image = ring.frame(SlotInfo(done.slot, done.frame.index, done.frame.height, done.frame.width, done.captured_at))
-        result: Result = self.postprocess(done.outputs, done.frame, done.geometry)
-        result = self.cascade(result, image)
-        timings = dict(done.timings_ms, postprocess=(time.perf_counter() - started) * 1000)
-        timings["total"] = (monotonic() - done.captured_at) * 1000
-        result = dataclasses.replace(result, timings_ms=timings)
-        self.sinks.write(result, image)
+        result, sinks_seconds = self.delivery(done.result, image, done.captured_at)
         ring.release(done.slot, delivered=True)
-        for name, value in timings.items():
+        for name, value in (*result.timings_ms.items(), ("sinks", sinks_seconds * 1000)):
             self.timing_sums[name] = self.timing_sums.get(name, 0.0) + value
         now = time.time()
         self.first_result_at = self.first_result_at or now
         self.last_result_at = now
         self.reporter.frames += 1
-        self.reporter.latencies.append((monotonic() - done.captured_at) * 1000)
+        self.reporter.latencies.append(result.timings_ms["total"])
         self.reporter.busy += time.perf_counter() - started
         if len(self.sinks.failures) > len(self.reported_failures):
             for name, problem in self.sinks.failures.items():
