@@ -3,13 +3,14 @@ the reference a quantised model is judged against."""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import quantize
 from .library import import_onnxruntime
 
 if TYPE_CHECKING:
@@ -17,18 +18,27 @@ if TYPE_CHECKING:
 
     from ..calibration.settings import Int8Settings
     from ..int8.quantizer import CalibratedRanges
+    from .quantize import TensorRanges
+
+
+def _quantize() -> ModuleType:
+    """quantize.py, imported on first use: it loads onnx (about a second), which the registry that
+    holds this hook must not cost every `edge-sdk` command."""
+    return importlib.import_module(f"{__package__}.quantize")
 
 
 class OnnxRuntimeQuantizer:
     """`Quantizer` (backends/int8/quantizer.py) with onnxruntime.quantization."""
 
     def prepare(self, model_path: Path, out_path: Path) -> Path:
-        return quantize.prepare_for_quantization(model_path, out_path)
+        prepared: Path = _quantize().prepare_for_quantization(model_path, out_path)
+        return prepared
 
     def calibrate(
         self, model_path: Path, samples: Iterable[Mapping[str, np.ndarray]], settings: Int8Settings
-    ) -> quantize.TensorRanges:
-        return quantize.calibrate(model_path, samples, settings)
+    ) -> TensorRanges:
+        ranges: TensorRanges = _quantize().calibrate(model_path, samples, settings)
+        return ranges
 
     def quantize(
         self,
@@ -38,12 +48,15 @@ class OnnxRuntimeQuantizer:
         exclude_nodes: Sequence[str] = (),
         only_nodes: Sequence[str] | None = None,
     ) -> onnx.ModelProto:
+        quantize = _quantize()
         if not isinstance(ranges, quantize.TensorRanges):
             raise TypeError(f"expected ranges calibrated by ONNX Runtime, got {type(ranges).__name__}")
-        return quantize.quantize_with_ranges(model_path, ranges, settings, exclude_nodes, only_nodes)
+        model: onnx.ModelProto = quantize.quantize_with_ranges(model_path, ranges, settings, exclude_nodes, only_nodes)
+        return model
 
     def quantizable_nodes(self, model: onnx.ModelProto | Path) -> list[str]:
-        return quantize.quantizable_nodes(model)
+        nodes: list[str] = _quantize().quantizable_nodes(model)
+        return nodes
 
     def pass_through_op_types(self) -> frozenset[str]:
         import_onnxruntime()
