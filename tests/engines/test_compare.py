@@ -18,7 +18,7 @@ from edge_sdk.pipeline.config import load_pipeline
 from edge_sdk.profiles import ProfileCatalog
 from tests.conftest import REPO_ROOT
 
-from .int8_models import labelled_samples, outlier_cnn, save_npz
+from ..backends.int8_models import labelled_samples, outlier_cnn, save_npz
 
 DIGITS_MODEL = REPO_ROOT / "models" / "digits_cnn.onnx"
 DIGITS_CALIBRATION = REPO_ROOT / "models" / "digits_calibration.npz"

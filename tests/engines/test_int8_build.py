@@ -138,7 +138,7 @@ def test_int8_build_when_the_gate_cannot_pass_fails_with_a_report_and_caches_not
 def test_int8_build_when_mixed_fallback_is_asked_keeps_the_sensitive_layer_in_float(
     tmp_path: Path, cpu_profile: DeviceProfile, host_facts: HostFacts
 ) -> None:
-    from .int8_models import SENSITIVE_NODE, labelled_samples, outlier_cnn, save_npz
+    from ..backends.int8_models import SENSITIVE_NODE, labelled_samples, outlier_cnn, save_npz
 
     # Given a CNN whose first convolution int8 ruins (calibration data with huge outlier pixels)
     model = outlier_cnn(tmp_path / "outlier.onnx")
@@ -199,7 +199,7 @@ def test_int8_build_when_no_calibration_is_given_asks_for_data(tmp_path: Path, c
 def test_int8_build_when_calibration_has_outliers_records_the_range_warning_in_the_manifest(
     tmp_path: Path, cpu_profile: DeviceProfile, host_facts: HostFacts
 ) -> None:
-    from .int8_models import SPIKED_TENSOR, labelled_samples, outlier_cnn, save_npz
+    from ..backends.int8_models import SPIKED_TENSOR, labelled_samples, outlier_cnn, save_npz
 
     # Given calibration data whose few spiked pixels stretch the input's range far past ordinary values
     model = outlier_cnn(tmp_path / "outlier.onnx")

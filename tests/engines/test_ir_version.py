@@ -22,7 +22,7 @@ from edge_sdk.graph.graph_edit import keep_ir_version
 from edge_sdk.profiles import DeviceProfile
 from tools.harness import onnx_models
 
-from .int8_models import labelled_samples, outlier_cnn
+from ..backends.int8_models import labelled_samples, outlier_cnn
 
 INPUT_IR = 10
 SPEC = PreprocessSpec(resize=(8, 8), layout="nchw", dtype="float32", scale=1 / 255)
