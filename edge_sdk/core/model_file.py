@@ -7,6 +7,7 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from edge_sdk.core.errors import ModelError, first_line
 from edge_sdk.core.tensor_meta import TensorMeta
@@ -84,10 +85,14 @@ class ModelFile:
 
         The full ONNX check is left to `check()`, which builds call: a cached start skips it.
         """
+        path = Path(path)
+        return cls.parse(path, read_model_bytes(path))
+
+    @classmethod
+    def parse(cls, path: Path, data: bytes) -> ModelFile:
+        """The model whose bytes, read from `path`, are `data` (parsed with onnx)."""
         import onnx
 
-        path = Path(path)
-        data = read_model_bytes(path)
         if not data:
             raise ModelError(f"model file is empty: {path}")
         try:
@@ -103,6 +108,26 @@ class ModelFile:
             inputs=tuple(TensorMeta.from_value_info(v) for v in proto.graph.input if v.name not in initializers),
             outputs=tuple(TensorMeta.from_value_info(v) for v in proto.graph.output),
             opset=max((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), default=0),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """What was read from the model (not where it lies), as JSON-ready values."""
+        return {
+            "sha256": self.sha256,
+            "inputs": [meta.to_dict() for meta in self.inputs],
+            "outputs": [meta.to_dict() for meta in self.outputs],
+            "opset": self.opset,
+        }
+
+    @classmethod
+    def from_dict(cls, path: Path, data: dict[str, Any]) -> ModelFile:
+        """The model at `path` as `to_dict` described it; KeyError, TypeError or ValueError if malformed."""
+        return cls(
+            path=path,
+            sha256=str(data["sha256"]),
+            inputs=tuple(TensorMeta.from_dict(meta) for meta in data["inputs"]),
+            outputs=tuple(TensorMeta.from_dict(meta) for meta in data["outputs"]),
+            opset=int(data["opset"]),
         )
 
     @property

@@ -33,6 +33,15 @@ class TensorMeta:
                 dims.append(dim.dim_param or None)
         return cls(value_info.name, np.dtype(helper.tensor_dtype_to_np_dtype(tensor_type.elem_type)), tuple(dims))
 
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "dtype": self.dtype.name, "shape": list(self.shape)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TensorMeta:
+        """The tensor `to_dict` described; KeyError, TypeError or ValueError if malformed."""
+        shape = tuple(dim if dim is None or isinstance(dim, int | str) else int(dim) for dim in data["shape"])
+        return cls(str(data["name"]), np.dtype(data["dtype"]), shape)
+
     def describe(self) -> str:
         dims = "x".join(str(d) if isinstance(d, int) else "?" for d in self.shape)
         return f"{self.name}: {self.dtype.name}[{dims}]"

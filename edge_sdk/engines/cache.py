@@ -25,6 +25,7 @@ from edge_sdk.core.errors import ConfigError, EngineCacheError
 
 from .cache_lock import KeyLock
 from .cache_manifest import MANIFEST, MANIFEST_FORMAT, manifest_problem, read_manifest
+from .model_index import ModelIndex
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,8 @@ _BUILD_LEFTOVER = re.compile(
     rf"\.(?P<lock>[0-9a-f]{{{DIGEST_CHARS}}})\.lock|\.(?:tmp|trash)-(?P<work>[0-9a-f]{{{DIGEST_CHARS}}})-.+"
 )
 _PROBE = re.compile(r"\.probe-.+")
+MODEL_INDEX = ".models"
+"""The folder of the model index (model_index.py) inside the cache folder."""
 
 
 def default_cache_dir() -> Path:
@@ -127,6 +130,8 @@ Build = Callable[[Path], dict[str, Any]]
 class EngineCache:
     def __init__(self, root: Path | None = None):
         self.root = root or default_cache_dir()
+        self.models = ModelIndex(self.root / MODEL_INDEX)
+        """What was read from each model seen, so a cached start does not parse it again."""
 
     def get_or_build(self, key: EngineKey, build: Build) -> tuple[CacheEntry, bool]:
         """The entry for `key`, building it first when it is absent or corrupt. Returns (entry, built)."""
@@ -320,8 +325,11 @@ def _is_entry_folder(path: Path) -> bool:
 
 
 def _is_housekeeping(path: Path) -> bool:
-    """The SDK's own transient files: build locks, staging and trash folders, the writability probe."""
-    return not path.is_symlink() and bool(_BUILD_LEFTOVER.fullmatch(path.name) or _PROBE.fullmatch(path.name))
+    """The SDK's own files beside the entries: build locks, staging and trash folders, the writability
+    probe, the model index."""
+    return not path.is_symlink() and bool(
+        _BUILD_LEFTOVER.fullmatch(path.name) or _PROBE.fullmatch(path.name) or path.name == MODEL_INDEX
+    )
 
 
 def _why_not_an_entry(path: Path) -> str:

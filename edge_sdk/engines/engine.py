@@ -19,7 +19,6 @@ from edge_sdk.core.host import HostFacts, HostProbe
 from edge_sdk.core.model_file import ModelFile
 from edge_sdk.core.precision import Precision
 from edge_sdk.core.tensor_meta import TensorMeta
-from edge_sdk.graph.optimize import optimize_graph
 from edge_sdk.graph.options import GraphOptions
 from edge_sdk.profiles import DeviceProfile
 from edge_sdk.profiles.equivalence_settings import EquivalenceSettings
@@ -73,6 +72,9 @@ class PreparedEngine:
     @property
     def inputs(self) -> tuple[TensorMeta, ...]:
         """The engine's inputs: the model's, unless the graph passes changed them (folded preprocessing)."""
+        recorded = self.entry.manifest.get("facts", {}).get("engine_inputs")
+        if recorded is not None:  # entries built before it was recorded parse their graph model
+            return tuple(TensorMeta.from_dict(meta) for meta in recorded)
         graph_model = self.entry.directory / GRAPH_DIR / self.model.path.name
         return ModelFile.load(graph_model).inputs if graph_model.is_file() else self.model.inputs
 
@@ -115,8 +117,8 @@ def prepare_engine(
         calibration = None
     graph = _with_profile_batch(graph or GraphOptions(), profile)
     graph = replace(graph, integer_resize=graph.integer_resize and exact_uint8_resize(profile))
-    model = model if isinstance(model, ModelFile) else ModelFile.load(model)
     cache = cache or EngineCache()
+    model = model if isinstance(model, ModelFile) else cache.models.load(model)
     key = EngineKey(
         model_sha256=model.sha256,
         profile_name=profile.name,
@@ -142,7 +144,13 @@ def prepare_engine(
         build_facts = builder.build(graph_model, profile.engine, precision, out_dir, calibration)
         runner = backend.runner(out_dir, profile.engine, precision)
         verdict = check_equivalence(model, runner, passes.preprocess is not None, data, frames, origin, thresholds)
-        return {"model_path": str(model.path.resolve()), "graph_passes": graph_facts, **build_facts}, verdict
+        learned = {
+            "model_path": str(model.path.resolve()),
+            "graph_passes": graph_facts,
+            "engine_inputs": [meta.to_dict() for meta in graph_model.inputs],
+            **build_facts,
+        }
+        return learned, verdict
 
     def build(out_dir: Path) -> dict[str, object]:
         log.info("building %s engine for %s (%s, %s)", backend.name, model.path.name, profile.name, precision)
@@ -165,6 +173,7 @@ def prepare_engine(
         return facts | {"equivalence": verdict.to_dict()}
 
     entry, built = cache.get_or_build(key, build)
+    cache.models.remember(model)
     return PreparedEngine(entry, model, profile, precision, built, time.perf_counter() - started)
 
 
@@ -221,7 +230,9 @@ def _with_profile_batch(graph: GraphOptions, profile: DeviceProfile) -> GraphOpt
 def _apply_graph_passes(
     model: ModelFile, graph: GraphOptions, destination: Path
 ) -> tuple[ModelFile, list[dict[str, object]]]:
-    import onnx
+    import onnx  # builds only: a start with a cached engine never loads onnx
+
+    from edge_sdk.graph.optimize import optimize_graph
 
     optimized, reports = optimize_graph(onnx.load(str(model.path)), graph)
     destination.parent.mkdir()

@@ -26,6 +26,7 @@ from edge_sdk.core.errors import ConfigError, EngineBuildError, SourceError, fir
 from edge_sdk.core.model_file import ModelFile
 from edge_sdk.core.opencv import import_cv2
 from edge_sdk.core.tensor_meta import TensorMeta
+from edge_sdk.graph.options import FRAME_INPUT
 from edge_sdk.postprocess.ssd import SsdSpec, ssd_decoding
 from edge_sdk.postprocess.ssd_decode import BOX_ENCODINGS, CLASS_SCORES, SsdDecoder
 
@@ -233,8 +234,6 @@ def _engine_samples(
     """What the pipeline gives the engine: raw frames when it folded the preprocessing, else the same
     tensors as the reference; repeated up to a fixed batch larger than one."""
     if folded:
-        from edge_sdk.graph.preprocess_folding import FRAME_INPUT
-
         frame_input = FRAME_INPUT if any(meta.name == FRAME_INPUT for meta in inputs) else inputs[0].name
         samples = [{frame_input: np.ascontiguousarray(frame[np.newaxis])} for frame in frames]
     else:

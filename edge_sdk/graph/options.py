@@ -14,6 +14,10 @@ GRAPH_PASSES_VERSION = 2
 """Bump when any pass changes the graph it writes, so cached engines built by the old passes rebuild."""
 
 
+FRAME_INPUT = "frame"
+"""Name of the folded model's input: raw BGR uint8 NHWC frames."""
+
+
 @dataclass(frozen=True)
 class GraphOptions:
     """preprocess: fold this preprocessing into the graph (None = leave the input as it is);

@@ -35,8 +35,7 @@ from edge_sdk.core.errors import ModelError
 from edge_sdk.core.preprocess import PreprocessSpec, check_input_fits
 from edge_sdk.core.tensor_meta import TensorMeta
 
-FRAME_INPUT = "frame"
-"""Name of the folded model's input: raw BGR uint8 NHWC frames."""
+from .options import FRAME_INPUT
 
 MIN_OPSET = 13
 """Resize and Pad with their sizes and pad values as inputs (opset 13) are what the nodes use."""

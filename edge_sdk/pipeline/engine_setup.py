@@ -15,8 +15,7 @@ from edge_sdk.core.tensor_meta import TensorMeta, select_input
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.engines.engine import PreparedEngine, prepare_engine
 from edge_sdk.engines.equivalence import GateData, GateFrames, shipped_frames, source_frames
-from edge_sdk.graph.options import GraphOptions
-from edge_sdk.graph.preprocess_folding import FRAME_INPUT
+from edge_sdk.graph.options import FRAME_INPUT, GraphOptions
 from edge_sdk.pipeline.cascade import Cascade, NoCascade
 from edge_sdk.pipeline.config import PipelineConfig
 from edge_sdk.postprocess import build_postprocessor
@@ -46,13 +45,14 @@ class PreparedModels:
 
 def prepare_models(config: PipelineConfig, profile: DeviceProfile, cache: EngineCache | None) -> PreparedModels:
     """Every model/pipeline mismatch is reported before any engine is built."""
-    model = ModelFile.load(config.model.path)
+    cache = cache or EngineCache()
+    model = cache.models.load(config.model.path)
     model_input = select_input(model.inputs, config.model.input, "model.input")
     Preprocessor(config.preprocess, model_input)
     build_postprocessor(config.postprocess).check_outputs(model.outputs)
     cascade_model = None
     if config.cascade is not None:
-        cascade_model = ModelFile.load(config.cascade.model)
+        cascade_model = cache.models.load(config.cascade.model)
         Preprocessor(
             config.cascade.preprocess, select_input(cascade_model.inputs, config.cascade.input, "cascade.input")
         )

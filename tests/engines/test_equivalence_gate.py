@@ -19,7 +19,7 @@ from edge_sdk.core.model_file import ModelFile
 from edge_sdk.engines import engine as engine_module
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.engines.engine import prepare_engine
-from edge_sdk.graph.preprocess_folding import FRAME_INPUT
+from edge_sdk.graph.options import FRAME_INPUT
 from edge_sdk.pipeline.config import load_pipeline
 from edge_sdk.pipeline.engine_setup import pipeline_graph, prepare_models
 from edge_sdk.pipeline.run import run_pipeline
@@ -259,16 +259,16 @@ def test_a_cached_start_does_not_touch_the_pipelines_source_for_the_gate(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # given a pipeline whose engine was built (the gate read its video then)
-    from edge_sdk.sources import registry
+    from edge_sdk.pipeline import engine_setup
 
     made: list[str] = []
-    real = registry.create_source
+    real = engine_setup.create_source
 
     def counting(spec, base_dir, *args, **kwargs):  # type: ignore[no-untyped-def]
         made.append(spec.uri)
         return real(spec, base_dir, *args, **kwargs)
 
-    monkeypatch.setattr(registry, "create_source", counting)
+    monkeypatch.setattr(engine_setup, "create_source", counting)
     config = load_pipeline(detector_pipeline(tmp_path, demo_model, small_video))
     prepare_models(config, cpu_profile, engine_cache)
     assert made == [str(small_video)], "the build's gate read the source once"

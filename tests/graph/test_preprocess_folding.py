@@ -23,7 +23,8 @@ from edge_sdk.core.errors import ModelError
 from edge_sdk.core.model_file import ModelFile
 from edge_sdk.core.opencv import import_cv2
 from edge_sdk.core.preprocess import Preprocessor, PreprocessSpec
-from edge_sdk.graph.preprocess_folding import FRAME_INPUT, PreprocessFolding
+from edge_sdk.graph.options import FRAME_INPUT
+from edge_sdk.graph.preprocess_folding import PreprocessFolding
 from tools.harness import onnx_models
 
 ort = pytest.importorskip("onnxruntime")

@@ -10,8 +10,8 @@ from onnx import TensorProto, helper
 from edge_sdk.core.opencv import import_cv2
 from edge_sdk.core.preprocess import PreprocessSpec
 from edge_sdk.graph.optimize import optimize_graph
-from edge_sdk.graph.options import GraphOptions
-from edge_sdk.graph.preprocess_folding import FRAME_INPUT, PreprocessFolding
+from edge_sdk.graph.options import FRAME_INPUT, GraphOptions
+from edge_sdk.graph.preprocess_folding import PreprocessFolding
 from edge_sdk.graph.ssd_split import BOX_ENCODINGS, CLASS_SCORES, SsdSplit
 
 from .helpers import ops, run

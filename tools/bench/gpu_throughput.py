@@ -656,7 +656,7 @@ def detector_engines(cache: Any, catalog: Any, profile: str, precision: Any) -> 
 @cache
 def detector_frames(top: int) -> Inputs:
     from edge_sdk.core.opencv import import_cv2
-    from edge_sdk.graph.preprocess_folding import FRAME_INPUT
+    from edge_sdk.graph.options import FRAME_INPUT
 
     cv2 = import_cv2()
     frame = cv2.resize(cv2.imread(str(ASTRONAUT)), FRAME_SIZE)

@@ -27,8 +27,7 @@ from edge_sdk.core.opencv import import_cv2
 from edge_sdk.core.preprocess import Preprocessor, PreprocessSpec
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.engines.engine import prepare_engine
-from edge_sdk.graph.options import GraphOptions
-from edge_sdk.graph.preprocess_folding import FRAME_INPUT
+from edge_sdk.graph.options import FRAME_INPUT, GraphOptions
 from edge_sdk.profiles import DeviceProfile, ProfileCatalog
 
 REPO = Path(__file__).resolve().parents[2]

@@ -23,7 +23,8 @@ sys.path.insert(0, str(REPO))
 
 from edge_sdk.core.opencv import import_cv2  # noqa: E402
 from edge_sdk.core.preprocess import PreprocessSpec  # noqa: E402
-from edge_sdk.graph.preprocess_folding import FRAME_INPUT, PreprocessFolding  # noqa: E402
+from edge_sdk.graph.options import FRAME_INPUT  # noqa: E402
+from edge_sdk.graph.preprocess_folding import PreprocessFolding  # noqa: E402
 
 MODEL = REPO / "models" / "ssdlite_mobilenet_v2_person.onnx"
 ASTRONAUT = REPO / "tools" / "assets" / "astronaut.jpg"
