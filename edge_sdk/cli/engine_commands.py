@@ -10,8 +10,6 @@ from typing import Any
 
 import click
 import numpy as np
-from rich.markup import escape
-from rich.table import Table
 
 from edge_sdk.backends.calibration import Calibration, int8_settings, make_calibration
 from edge_sdk.backends.calibration.setup import TaskKind
@@ -26,7 +24,7 @@ from edge_sdk.engines.benchmark import (
     benchmark_engine,
     check_benchmark_arguments,
 )
-from edge_sdk.engines.cache import NotAnEntry
+from edge_sdk.engines.cache import EntryReport, NotAnEntry
 from edge_sdk.engines.engine import PreparedEngine, prepare_engine, verify_cache
 from edge_sdk.engines.equivalence import GateData
 from edge_sdk.graph.options import GraphOptions
@@ -35,6 +33,7 @@ from edge_sdk.pipeline.engine_setup import pipeline_calibration, pipeline_gate, 
 from edge_sdk.profiles import DeviceProfile
 
 from .context import CliContext
+from .output_format import Cell, Column, OutputFormat, format_option, in_words
 
 pass_cli = click.make_pass_decorator(CliContext)
 model_argument = click.argument("model", type=click.Path(path_type=Path, dir_okay=False))
@@ -164,7 +163,7 @@ def build(
     facts = prepared.entry.manifest.get("facts", {})
     for name in ("providers_used", "nodes_before", "nodes_after", "optimize_seconds"):
         if name in facts:
-            click.echo(f"  {name}: {facts[name]}")
+            click.echo(f"  {name}: {in_words(facts[name])}")
     if "int8" in facts:
         for line in describe_int8(facts["int8"]):
             click.echo(f"  {line}")
@@ -228,7 +227,7 @@ def describe_int8(int8: dict[str, Any]) -> list[str]:
     help=f"Size given to dynamic non-batch axes, 1..{MAX_DYNAMIC_SIZE}.",
 )
 @click.option("--image", type=click.Path(path_type=Path, dir_okay=False), help="Feed this image to image inputs.")
-@click.option("--json", "as_json", is_flag=True, help="Print results as JSON.")
+@format_option(json_alias=True)
 @pass_cli
 def bench(
     ctx: CliContext,
@@ -240,7 +239,7 @@ def bench(
     iterations: int,
     dynamic_size: int,
     image: Path | None,
-    as_json: bool,
+    output_format: OutputFormat,
     **int8: Any,
 ) -> None:
     """Latency p50/p99 and throughput per batch size, after warm-up."""
@@ -257,14 +256,13 @@ def bench(
     prepared = request.prepare(ctx)
     with prepared.open() as runner:
         timings = benchmark_engine(runner, batch_sizes, warmup, iterations, dynamic_size, frame)
-    if as_json:
+    if output_format == "json":
         payload = {"model": str(model), "profile": profile.name, "precision": prepared.precision}
         click.echo(json.dumps(payload | {"results": [t.to_dict() for t in timings]}, indent=2))
         return
-    table = Table("batch", "p50 ms", "p99 ms", "mean ms", "items/s", title=f"{model.name} on {profile.name}")
-    for t in timings:
-        table.add_row(str(t.batch), f"{t.p50_ms:.2f}", f"{t.p99_ms:.2f}", f"{t.mean_ms:.2f}", f"{t.throughput:.1f}")
-    ctx.console.print(table)
+    columns = ("batch", "p50 ms", "p99 ms", "mean ms", Column("items/s", "throughput"))
+    rows = [(t.batch, f"{t.p50_ms:.2f}", f"{t.p99_ms:.2f}", f"{t.mean_ms:.2f}", f"{t.throughput:.1f}") for t in timings]
+    ctx.listing(output_format).table(columns, rows, title=f"{model.name} on {profile.name}")
 
 
 def _read_image(path: Path) -> np.ndarray:
@@ -282,35 +280,39 @@ def cache() -> None:
 
 
 @cache.command("ls")
-@click.option("--json", "as_json", is_flag=True)
+@format_option(json_alias=True)
 @pass_cli
-def cache_ls(ctx: CliContext, as_json: bool) -> None:
+def cache_ls(ctx: CliContext, output_format: OutputFormat) -> None:
     """Entries with their model, profile, backend and state; then what else lies in the folder."""
     reports = verify_cache(ctx.cache)
-    if as_json:
+    if output_format == "json":
         rows = [{"digest": r.digest, "problem": r.problem, "removable": r.removable, **r.manifest} for r in reports]
         click.echo(json.dumps(rows, indent=2))
         _echo_not_entries(ctx.cache.not_entries(), err=True)
         return
-    table = Table(
-        "digest", "model", "profile", "backend", "precision", "built", "gate", "state", title=str(ctx.cache.root)
-    )
-    for r in reports:
-        key = r.manifest.get("key", {})
-        model = Path(str(r.manifest.get("facts", {}).get("model_path", "?"))).name
-        backend = f"{key.get('backend', '?')} {key.get('backend_version', '')}"
-        table.add_row(
-            r.digest[:12],
-            escape(model),
-            escape(str(key.get("profile_name", "?"))),
-            escape(backend),
-            escape(str(key.get("precision", "?"))),
-            escape(str(r.manifest.get("built_at", "?"))),
-            _gate_cell(r.manifest),
-            escape(r.problem or "ok"),
-        )
-    ctx.console.print(table)
-    _echo_not_entries(ctx.cache.not_entries())
+    out = ctx.listing(output_format)
+    columns = ("digest", "model", "profile", "backend", "precision", "built", "gate", "state")
+    # On a terminal the table shows a digest's first 12 characters (a prefix `cache rm` takes); piped or
+    # in tsv it is whole.
+    short = output_format == "table" and ctx.console.is_terminal
+    out.table(columns, [_cache_row(r, short) for r in reports], title=str(ctx.cache.root))
+    _echo_not_entries(ctx.cache.not_entries(), err=output_format != "table")
+
+
+def _cache_row(report: EntryReport, short_digest: bool) -> list[Cell]:
+    key = report.manifest.get("key", {})
+    model = Path(str(report.manifest.get("facts", {}).get("model_path", "?"))).name
+    backend = f"{key.get('backend', '?')} {key.get('backend_version', '')}".strip()
+    return [
+        report.digest[:12] if short_digest else report.digest,
+        model,
+        str(key.get("profile_name", "?")),
+        backend,
+        str(key.get("precision", "?")),
+        str(report.manifest.get("built_at", "?")),
+        _gate_cell(report.manifest),
+        report.problem or "ok",
+    ]
 
 
 def _gate_cell(manifest: dict[str, Any]) -> str:
@@ -327,7 +329,7 @@ def _gate_cell(manifest: dict[str, Any]) -> str:
         cosines = [output.get("cosine", 0.0) for output in report.get("outputs", [])]
         measure = f"cos {min(cosines):.4f}" if cosines else ""
     state = "passed" if gate.get("passed") else "failed"
-    return escape(f"{state} {measure}{', unfolded' if gate.get('fold_fallback') else ''}".strip())
+    return f"{state} {measure}{', unfolded' if gate.get('fold_fallback') else ''}".strip()
 
 
 @cache.command("rm")

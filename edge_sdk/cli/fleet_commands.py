@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.markup import escape
 
 from edge_sdk.core.errors import ConfigError
 from edge_sdk.fleet.operator.client import DeviceRecord
@@ -27,8 +28,12 @@ from edge_sdk.fleet.operator.rollout_plan import create_rollout
 from edge_sdk.fleet.operator.rollout_rollback import roll_back_rollout
 from edge_sdk.fleet.operator.rollout_store import Outcome, RolloutRecord, RolloutState, RolloutStore
 
+from .context import CliContext
 from .fleet_group import fleet
 from .fleet_options import broker_option, connected_operator, key_option, parse_rate, parse_selector, state_option
+from .output_format import OutputFormat, format_option
+
+pass_cli = click.make_pass_decorator(CliContext)
 
 
 def _read(path: Path, what: str) -> bytes:
@@ -43,35 +48,37 @@ def _read(path: Path, what: str) -> bytes:
 
 @fleet.command("ls")
 @broker_option
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@format_option(json_alias=True)
 @click.option("--wait", "wait_s", default=1.0, show_default=True, help="Seconds to collect retained state.")
-def ls(broker_file: Path, as_json: bool, wait_s: float) -> None:
+@pass_cli
+def ls(ctx: CliContext, broker_file: Path, output_format: OutputFormat, wait_s: float) -> None:
     """Devices with their online state, profile, versions and health (from their retained state)."""
     with connected_operator(broker_file, wait_s) as operator:
         records = [r for r in operator.devices() if r.presence is not None or r.reported is not None]
-    if as_json:
+    if output_format == "json":
         click.echo(json.dumps([_device_json(r) for r in records], indent=2))
         return
-    if not records:
-        click.echo("no devices have published their state")
+    out = ctx.listing(output_format)
+    if not records and output_format == "table":
+        out.line("no devices have published their state")
         return
-    rows = [["device", "online", "profile", "version", "health", "sdk", "labels"]]
+    rows = []
     for r in records:
         p = r.presence
         rows.append(
-            [
+            (
                 r.device,
-                "yes" if r.online else "no",
+                r.online,
                 r.profile or "-",
                 str(r.active_version) if r.active_version is not None else "-",
                 (p.health if p is not None and p.health else "-"),
                 (p.sdk_version if p is not None and p.sdk_version else "-"),
                 ",".join(f"{k}={v}" for k, v in sorted(r.labels.items())) or "-",
-            ]
+            )
         )
-    _table(rows)
+    out.table(("device", "online", "profile", "version", "health", "sdk", "labels"), rows, plain=True)
     online = sum(1 for r in records if r.online)
-    click.echo(f"{len(records)} device(s), {online} online")
+    out.line(f"{len(records)} device(s), {online} online")
 
 
 def _device_json(record: DeviceRecord) -> dict[str, Any]:
@@ -222,8 +229,9 @@ def resume(
 @fleet.command("status")
 @click.argument("rollout_id", metavar="ROLLOUT", required=False)
 @state_option
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def status(rollout_id: str | None, state_file: Path, as_json: bool) -> None:
+@format_option(json_alias=True)
+@pass_cli
+def status(ctx: CliContext, rollout_id: str | None, state_file: Path, output_format: OutputFormat) -> None:
     """A rollout's state and every device's outcome (the latest rollout when ROLLOUT is left out).
 
     Read from the state file only; `fleet resume` picks up what offline devices reported since.
@@ -232,20 +240,23 @@ def status(rollout_id: str | None, state_file: Path, as_json: bool) -> None:
         raise ConfigError(f"{state_file}: no rollout state file here (give --state)")
     with RolloutStore(state_file) as store:
         record = store.load(_rollout_id(store, rollout_id))
-    if as_json:
+    if output_format == "json":
         click.echo(json.dumps(_record_json(record), indent=2))
         return
-    click.echo(
-        f"rollout {record.id}: {record.spec.deployment_id} version {record.spec.version}, {record.state.value}"
-        + (f" ({record.reason})" if record.reason else "")
+    out = ctx.listing(output_format)
+    out.line(
+        escape(
+            f"rollout {record.id}: {record.spec.deployment_id} version {record.spec.version}, {record.state.value}"
+            + (f" ({record.reason})" if record.reason else "")
+        )
     )
-    rows = [["device", "wave", "outcome", "via", "when", "reason"]]
+    rows = []
     for d in record.devices:
         when = d.finished_at or d.sent_at
         stamp = datetime.fromtimestamp(when).strftime("%H:%M:%S") if when else "-"
-        rows.append([d.device, str(d.wave), d.outcome.value, d.via or "-", stamp, (d.reason or "")[:100]])
-    _table(rows)
-    click.echo(_counts(record))
+        rows.append((d.device, d.wave, d.outcome.value, d.via or "-", stamp, d.reason or ""))
+    out.table(("device", "wave", "outcome", "via", "when", "reason"), rows, plain=True)
+    out.line(_counts(record))
 
 
 @fleet.command("rollback")
@@ -323,12 +334,6 @@ def _record_json(record: RolloutRecord) -> dict[str, Any]:
             for d in record.devices
         ],
     }
-
-
-def _table(rows: list[list[str]]) -> None:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
 
 
 __all__ = ["fleet"]

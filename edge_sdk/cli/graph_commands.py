@@ -8,7 +8,6 @@ from typing import Literal
 
 import click
 from rich.markup import escape
-from rich.table import Table
 
 from edge_sdk.core.errors import ConfigError
 from edge_sdk.core.tensor_meta import TensorMeta
@@ -18,6 +17,7 @@ from edge_sdk.graph.optimize import optimize_graph
 from edge_sdk.graph.options import GraphOptions
 
 from .context import CliContext
+from .output_format import Cell, Column, Listing, OutputFormat, Styled, format_option
 
 pass_cli = click.make_pass_decorator(CliContext)
 
@@ -30,25 +30,27 @@ pass_cli = click.make_pass_decorator(CliContext)
     help="Use this pipeline's preprocessing (folded into the graph) and model input; MODEL defaults to its model.",
 )
 @click.option("--batch", help="Set the batch axis: a number, or 'dynamic'. Default: keep the model's.")
-@click.option("--json", "as_json", is_flag=True, help="Print the summaries and pass reports as JSON.")
+@format_option(json_alias=True)
 @pass_cli
-def inspect(ctx: CliContext, model: Path | None, pipeline: Path | None, batch: str | None, as_json: bool) -> None:
+def inspect(
+    ctx: CliContext, model: Path | None, pipeline: Path | None, batch: str | None, output_format: OutputFormat
+) -> None:
     """Inputs, outputs, opset and op counts of MODEL, and what each graph pass of a build changes."""
     options, model = _graph_options(model, pipeline, batch)
     original = load_model(model)
     optimized, reports = optimize_graph(original, options)
     before, after = ModelSummary.of(original, model.name), ModelSummary.of(optimized, model.name)
-    if as_json:
+    if output_format == "json":
         payload = {"model": before.to_dict(), "passes": [r.to_dict() for r in reports], "optimized": after.to_dict()}
         click.echo(json.dumps(payload, indent=2))
         return
-    console = ctx.console
-    console.print(_headline(before))
-    console.print(_tensor_table(before, "model"))
+    out = ctx.listing(output_format)
+    out.line(_headline(before))
+    _tensor_table(out, before, "model")
     if (after.inputs, after.outputs) != (before.inputs, before.outputs):
-        console.print(_tensor_table(after, "after the graph passes"))
-    console.print(_op_table(before, after))
-    console.print(_pass_table(reports, before.nodes, after.nodes))
+        _tensor_table(out, after, "after the graph passes")
+    _op_table(out, before, after)
+    _pass_table(out, reports, before.nodes, after.nodes)
 
 
 def _graph_options(model: Path | None, pipeline: Path | None, batch: str | None) -> tuple[GraphOptions, Path]:
@@ -89,41 +91,28 @@ def _headline(summary: ModelSummary) -> str:
     )
 
 
-def _tensor_table(summary: ModelSummary, title: str) -> Table:
-    table = Table("", "name", "dtype", "shape", title=title)
-    for kind, metas in (("input", summary.inputs), ("output", summary.outputs)):
-        for meta in metas:
-            table.add_row(kind, escape(meta.name), meta.dtype.name, escape(_shape(meta)))
-    return table
+def _tensor_table(out: Listing, summary: ModelSummary, title: str) -> None:
+    rows = [
+        (kind, meta.name, meta.dtype.name, _shape(meta))
+        for kind, metas in (("input", summary.inputs), ("output", summary.outputs))
+        for meta in metas
+    ]
+    out.table((Column("", "kind"), "name", "dtype", "shape"), rows, title=title)
 
 
 def _shape(meta: TensorMeta) -> str:
     return "[" + ", ".join("?" if d is None else str(d) for d in meta.shape) + "]"
 
 
-def _op_table(before: ModelSummary, after: ModelSummary) -> Table:
-    table = Table("op", "count", "after passes", title="ops (main graph)")
+def _op_table(out: Listing, before: ModelSummary, after: ModelSummary) -> None:
+    rows: list[tuple[Cell, ...]] = []
     for op in [*before.op_counts, *(op for op in after.op_counts if op not in before.op_counts)]:
         old, new = before.op_counts.get(op, 0), after.op_counts.get(op, 0)
-        table.add_row(escape(op), str(old), str(new) if new == old else f"[bold]{new}[/bold]")
-    return table
+        rows.append((op, old, new if new == old else Styled(str(new), "bold")))
+    out.table(("op", "count", "after passes"), rows, title="ops (main graph)")
 
 
-def _pass_table(reports: list[PassReport], nodes_before: int, nodes_after: int) -> Table:
-    table = Table(
-        "pass",
-        "nodes before",
-        "nodes after",
-        "ms",
-        "what changed",
-        title=f"graph passes: {nodes_before} -> {nodes_after} nodes",
-    )
-    for report in reports:
-        table.add_row(
-            report.name,
-            str(report.nodes_before),
-            str(report.nodes_after),
-            f"{report.seconds * 1000:.0f}",
-            escape(report.detail or "-"),
-        )
-    return table
+def _pass_table(out: Listing, reports: list[PassReport], nodes_before: int, nodes_after: int) -> None:
+    rows = [(r.name, r.nodes_before, r.nodes_after, f"{r.seconds * 1000:.0f}", r.detail or "-") for r in reports]
+    columns = ("pass", "nodes before", "nodes after", "ms", "what changed")
+    out.table(columns, rows, title=f"graph passes: {nodes_before} -> {nodes_after} nodes")

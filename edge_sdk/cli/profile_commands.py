@@ -6,11 +6,11 @@ import json
 
 import click
 import yaml
-from rich.table import Table
 
 from edge_sdk.core.host import HostProbe
 
 from .context import CliContext
+from .output_format import OutputFormat, format_option
 
 pass_cli = click.make_pass_decorator(CliContext)
 
@@ -21,14 +21,15 @@ def profiles() -> None:
 
 
 @profiles.command("list")
+@format_option()
 @pass_cli
-def list_profiles(ctx: CliContext) -> None:
+def list_profiles(ctx: CliContext, output_format: OutputFormat) -> None:
     """All profiles, with their backend, providers and precisions."""
-    table = Table("profile", "backend", "providers", "precisions", "description")
-    for profile in ctx.catalog.load_all():
-        devices = profile.backend().devices(profile.engine)
-        table.add_row(profile.name, profile.engine.backend, devices, ", ".join(profile.precisions), profile.description)
-    ctx.console.print(table)
+    rows = [
+        (p.name, p.engine.backend, p.backend().devices(p.engine), list(p.precisions), p.description)
+        for p in ctx.catalog.load_all()
+    ]
+    ctx.listing(output_format).table(("profile", "backend", "providers", "precisions", "description"), rows)
 
 
 @profiles.command("show")

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 
 import click
 from rich.markup import escape
-from rich.table import Table
 
 from .context import CliContext
+from .output_format import Column, Listing, OutputFormat, format_option
 
 if TYPE_CHECKING:
     from edge_sdk.backends.calibration import Calibration
@@ -45,7 +45,6 @@ pipeline_option = click.option(
     "postprocess defines the task.",
 )
 limit_option = click.option("--limit", type=click.IntRange(min=1), help="Use at most this many samples.")
-json_option = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 
 
 @click.command()
@@ -66,7 +65,7 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print the re
     type=click.FloatRange(min=0.0),
     help="Exit 1 when B loses more points than this: top-1 accuracy (or agreement) or matched boxes.",
 )
-@json_option
+@format_option(json_alias=True)
 @pass_cli
 def compare(
     ctx: CliContext,
@@ -79,7 +78,7 @@ def compare(
     limit: int | None,
     min_cosine: float | None,
     max_drop: float | None,
-    as_json: bool,
+    output_format: OutputFormat,
 ) -> None:
     """Run ENGINE_A and ENGINE_B on the same inputs and compare B with A, per output.
 
@@ -108,35 +107,37 @@ def compare(
     with ctx.err_console.status("Preparing both engines and running them on the data…"):
         result = compare_engines(spec_a, spec_b, data, setup)
     failures = result.failures(min_cosine, max_drop)
-    if as_json:
+    if output_format == "json":
         thresholds = {"min_cosine": min_cosine, "max_drop": max_drop}
         click.echo(json.dumps(result.to_dict() | thresholds | {"failures": failures}, indent=2))
     else:
-        _print_comparison(ctx, result)
+        out = ctx.listing(output_format)
+        _print_comparison(out, result)
         if min_cosine is not None and result.report.task == "detection":
-            ctx.console.print("note: --min-cosine is not checked for detection (raw outputs come in NMS order)")
+            out.line("note: --min-cosine is not checked for detection (raw outputs come in NMS order)")
         for failure in failures:
-            ctx.console.print(f"[red]FAIL[/red] {escape(failure)}")
+            out.line(f"[red]FAIL[/red] {escape(failure)}")
         if (min_cosine is not None or max_drop is not None) and not failures:
-            ctx.console.print("[green]PASS[/green] B is within the thresholds")
+            out.line("[green]PASS[/green] B is within the thresholds")
     if failures:
         raise SystemExit(1)
 
 
-def _print_comparison(ctx: CliContext, result: EngineComparison) -> None:
-    ctx.console.print(f"A: {escape(result.a)}")
-    ctx.console.print(f"B: {escape(result.b)}")
-    table = Table("output", "cosine", "max abs error", "mean abs error")
-    for drift in result.report.outputs:
-        table.add_row(
-            escape(drift.name), f"{drift.cosine:.6f}", f"{drift.max_abs_error:.6g}", f"{drift.mean_abs_error:.6g}"
-        )
-    ctx.console.print(table)
-    ctx.console.print(f"samples: {result.samples}")
+def _print_comparison(out: Listing, result: EngineComparison) -> None:
+    out.line(f"A: {escape(result.a)}")
+    out.line(f"B: {escape(result.b)}")
+    out.table(
+        ("output", "cosine", "max abs error", "mean abs error"),
+        [
+            (d.name, f"{d.cosine:.6f}", f"{d.max_abs_error:.6g}", f"{d.mean_abs_error:.6g}")
+            for d in result.report.outputs
+        ],
+    )
+    out.line(f"samples: {result.samples}")
     for line in _task_lines(result.report):
-        ctx.console.print(line)
+        out.line(line)
     for label, names in result.outputs_only_in.items():
-        ctx.console.print(f"not compared (only in {escape(label)}): {escape(', '.join(names))}")
+        out.line(f"not compared (only in {escape(label)}): {escape(', '.join(names))}")
 
 
 def _task_lines(report: AccuracyReport) -> list[str]:
@@ -167,7 +168,7 @@ def _task_lines(report: AccuracyReport) -> list[str]:
 @limit_option
 @click.option("--top", type=click.IntRange(min=1), help="Show (and plot) only the N most sensitive layers.")
 @click.option("--plot", type=click.Path(path_type=Path, dir_okay=False), help="Write a PNG bar chart here.")
-@json_option
+@format_option(json_alias=True)
 @pass_cli
 def sensitivity(
     ctx: CliContext,
@@ -180,7 +181,7 @@ def sensitivity(
     limit: int | None,
     top: int | None,
     plot: Path | None,
-    as_json: bool,
+    output_format: OutputFormat,
 ) -> None:
     """Per-layer INT8 impact: quantise each layer of MODEL alone and measure what it costs against FP32.
 
@@ -221,45 +222,49 @@ def sensitivity(
         from edge_sdk.backends.int8.sensitivity_plot import plot_sensitivity
 
         plot_sensitivity(shown, plot, title=f"{model.name}: INT8 sensitivity, each layer quantised alone")
-    if as_json:
+    if output_format == "json":
         payload = analysis.to_dict()
         payload["layers"] = payload["layers"][: len(shown)]
         payload["plot"] = str(plot) if plot else None
         click.echo(json.dumps(payload, indent=2))
         return
-    _print_sensitivity(ctx, model.name, analysis, top)
-    _print_range_warnings(ctx, analysis.range_warnings)
+    out = ctx.listing(output_format)
+    _print_sensitivity(out, model.name, analysis, top)
+    _print_range_warnings(out, analysis.range_warnings)
     if plot is not None:
-        ctx.console.print(f"plot: {plot}")
+        out.line(f"plot: {escape(str(plot))}")
 
 
-def _print_sensitivity(ctx: CliContext, model_name: str, analysis: SensitivityAnalysis, top: int | None) -> None:
+def _print_sensitivity(out: Listing, model_name: str, analysis: SensitivityAnalysis, top: int | None) -> None:
     shown = analysis.layers[:top] if top else analysis.layers
     detection = any(layer.score_drift is not None for layer in shown)
-    ctx.console.print(
-        f"{model_name}: each layer quantised alone, most sensitive first ({len(shown)} of {len(analysis.layers)} layers)"
+    out.line(
+        f"{escape(model_name)}: each layer quantised alone, most sensitive first "
+        f"({len(shown)} of {len(analysis.layers)} layers)"
     )
-    table = Table("#", "layer", "op", analysis.metric, "score drift" if detection else "lowest cosine")
-    for rank, layer in enumerate(shown, start=1):
-        second = f"{layer.score_drift:.4f}" if detection and layer.score_drift is not None else f"{layer.cosine:.6f}"
-        table.add_row(str(rank), escape(layer.node), layer.op_type, f"{layer.metric_drop:.4g}", second)
-    ctx.console.print(table)
-    ctx.console.print(f"all layers in int8: {analysis.metric} {analysis.full_int8_drop:.4g}")
-    ctx.console.print(f"  {escape(analysis.full_int8.summary())}")
-    ctx.console.print(
-        f"calibrated on {analysis.calibration_samples} samples, measured on {analysis.held_out_samples} held out"
-    )
+    second = "score drift" if detection else "lowest cosine"
+    rows = [
+        (
+            rank,
+            layer.node,
+            layer.op_type,
+            f"{layer.metric_drop:.4g}",
+            f"{layer.score_drift:.4f}" if detection and layer.score_drift is not None else f"{layer.cosine:.6f}",
+        )
+        for rank, layer in enumerate(shown, start=1)
+    ]
+    out.table((Column("#", "rank"), "layer", "op", analysis.metric, second), rows)
+    out.line(f"all layers in int8: {analysis.metric} {analysis.full_int8_drop:.4g}")
+    out.line(f"  {escape(analysis.full_int8.summary())}")
+    out.line(f"calibrated on {analysis.calibration_samples} samples, measured on {analysis.held_out_samples} held out")
 
 
-def _print_range_warnings(ctx: CliContext, warnings: list[RangeWarning]) -> None:
+def _print_range_warnings(out: Listing, warnings: list[RangeWarning]) -> None:
     if not warnings:
-        ctx.console.print("range check: no activation range would saturate or lose precision in int8")
+        out.line("range check: no activation range would saturate or lose precision in int8")
         return
-    ctx.console.print(f"range check: {len(warnings)} activation range(s) would saturate or lose precision in int8")
-    table = Table("tensor", "problem", "detail")
-    for warning in warnings:
-        table.add_row(escape(warning.tensor), warning.kind, escape(warning.detail))
-    ctx.console.print(table)
+    out.line(f"range check: {len(warnings)} activation range(s) would saturate or lose precision in int8")
+    out.table(("tensor", "problem", "detail"), [(w.tensor, w.kind, w.detail) for w in warnings])
 
 
 def _load_pipeline(path: Path | None) -> PipelineConfig | None:

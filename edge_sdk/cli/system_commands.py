@@ -7,49 +7,49 @@ from pathlib import Path
 
 import click
 from rich.markup import escape
-from rich.table import Table
 
 from edge_sdk.doctor import diagnose
 from edge_sdk.schemas import SCHEMAS, schema_json
 
 from .context import CliContext
+from .output_format import Column, OutputFormat, Styled, format_option
 
 pass_cli = click.make_pass_decorator(CliContext)
 
 
 @click.command()
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@format_option(json_alias=True)
 @pass_cli
-def doctor(ctx: CliContext, as_json: bool) -> None:
+def doctor(ctx: CliContext, output_format: OutputFormat) -> None:
     """What host was detected, what the SDK can use here, and how to install what is missing."""
     report = diagnose(ctx.catalog)
-    if as_json:
+    if output_format == "json":
         click.echo(json.dumps(report.to_dict(), indent=2, default=str))
         return
-    console = ctx.console
+    out = ctx.listing(output_format)
     host = report.host
-    console.print(f"python {report.python}, arch {host['arch']}, cpu {host['cpu_model'] or 'unknown'}")
+    out.line(f"python {report.python}, arch {host['arch']}, cpu {escape(host['cpu_model'] or 'unknown')}")
     if report.detected_profile:
-        console.print(f"detected profile: [bold]{report.detected_profile}[/bold]")
+        out.line(f"detected profile: [bold]{report.detected_profile}[/bold]")
     else:
-        console.print(f"[red]no profile detected[/red]: {escape(report.detection_problem or '')}")
-    packages = Table("package", "for", "version", "install")
-    for p in report.packages:
-        packages.add_row(
-            p.name, p.purpose, escape(p.version or "") or "[red]missing[/red]", "" if p.version else escape(p.install)
-        )
-    console.print(packages)
+        out.line(f"[red]no profile detected[/red]: {escape(report.detection_problem or '')}")
+    out.table(
+        ("package", "for", "version", "install"),
+        [
+            (p.name, p.purpose, p.version or Styled("missing", "red"), None if p.version else p.install)
+            for p in report.packages
+        ],
+    )
     for backend, facts in report.backends.items():
-        console.print(f"{backend} backend:" + ("" if facts else " nothing usable"))
+        out.line(f"{backend} backend:" + ("" if facts else " nothing usable"))
         for what, state in facts.items():
-            console.print(f"  {what}: " + (state if state == "usable" else f"[red]{escape(state)}[/red]"))
-    profiles = Table("profile", "usable here", "why not / note")
-    for status in report.profiles:
-        usable = "yes" if status.usable else "[red]no[/red]"
-        profiles.add_row(status.name, usable, escape(status.problem or status.note or ""))
-    console.print(profiles)
+            out.line(f"  {what}: " + (state if state == "usable" else f"[red]{escape(state)}[/red]"))
+    out.table(
+        ("profile", Column("usable here", "usable"), Column("why not / note", "problem")),
+        [(s.name, s.usable if s.usable else Styled("no", "red"), s.problem or s.note) for s in report.profiles],
+    )
     for tool, where in report.tools.items():
-        console.print(f"{tool}: {where or 'not found'}")
+        out.line(f"{tool}: {where or 'not found'}")
 
 
 @click.command()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import onnx
 import pytest
 
 from tests.backends.int8_models import labelled_samples, outlier_cnn, save_npz
@@ -114,3 +115,33 @@ def test_compare_when_engine_spec_is_bad_prints_one_line(
     model, data = outlier
     done = edge_sdk("compare", model, spec.replace("{model}", str(model)), "--data", data, cache=cache)
     assert_one_line_error(done, *fragments)
+
+
+LONG_PREFIX = "FeatureExtractor/MobilenetV2/expanded_conv_12/depthwise/BatchNorm/FusedBatchNormV3/"
+
+
+def test_sensitivity_when_piped_prints_long_layer_names_whole_and_tsv_gives_one_row_per_layer(
+    outlier: tuple[Path, Path], cache: Path, tmp_path: Path
+) -> None:
+    # Given the model with its layers named as a TensorFlow export names them (long paths)
+    model, data = outlier
+    proto = onnx.load(str(model))
+    for node in proto.graph.node:
+        node.name = LONG_PREFIX + node.name
+    long_named = tmp_path / "long_names.onnx"
+    onnx.save(proto, str(long_named))
+
+    # When sensitivity writes its table into a pipe, and as TSV
+    table = edge_sdk("sensitivity", long_named, "--data", data, "--profile", "x86-cpu", cache=cache)
+    tsv = edge_sdk("sensitivity", long_named, "--data", data, "--profile", "x86-cpu", "--format", "tsv", cache=cache)
+
+    # Then every layer name is whole, on its own row
+    assert table.returncode == 0 and tsv.returncode == 0, table.stderr + tsv.stderr
+    for layer in ("conv_a", "conv_b", "fc"):
+        rows = [line for line in table.stdout.splitlines() if f"{LONG_PREFIX}{layer} " in line]
+        assert len(rows) == 1, f"{layer} is one row with its whole name:\n{table.stdout}"
+    assert "…" not in table.stdout
+    header, *rows = tsv.stdout.split("\n\n")[0].splitlines()
+    assert header.split("\t")[:3] == ["rank", "layer", "op"]
+    assert rows[0].split("\t")[:3] == ["1", f"{LONG_PREFIX}conv_a", "Conv"], tsv.stdout
+    assert "each layer quantised alone" in tsv.stderr, "the lines around the table go to stderr in tsv"
