@@ -24,15 +24,9 @@ from pydantic import Field, field_validator
 
 from edge_sdk.core.errors import ConfigError, SinkError
 from edge_sdk.core.results import Result
-from edge_sdk.mqtt import (
-    BrokerUnreachableError,
-    ConnectionState,
-    MqttClient,
-    MqttError,
-    MqttSettings,
-    NotConnectedError,
-    QueueFullError,
-)
+from edge_sdk.mqtt.errors import BrokerUnreachableError, MqttError, NotConnectedError, QueueFullError
+from edge_sdk.mqtt.settings import MqttSettings
+from edge_sdk.mqtt.state import ConnectionState
 
 from .base import Sink, SinkSpecBase
 
@@ -162,6 +156,8 @@ class MqttSink(Sink):
         self.pipeline_name = pipeline_name
         self.close_timeout_s = close_timeout_s
         self.name = f"mqtt:{settings.address}/{topic}"
+        from edge_sdk.mqtt.client import MqttClient  # paho loads only for a pipeline that has an MQTT sink
+
         self.client = MqttClient(settings, max_queued=max_queued)
         self._published = 0
         self._skipped_empty = 0
