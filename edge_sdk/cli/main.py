@@ -30,12 +30,14 @@ from .system_commands import doctor, schema
     "--profile-dir",
     type=click.Path(path_type=Path, file_okay=False),
     envvar="EDGE_SDK_PROFILE_DIR",
+    show_envvar=True,
     help="Folder of device profile YAML files (default: the shipped device_profiles/).",
 )
 @click.option(
     "--cache-dir",
     type=click.Path(path_type=Path, file_okay=False),
     envvar="EDGE_SDK_CACHE_DIR",
+    show_envvar=True,
     help="Engine cache folder (default: $XDG_CACHE_HOME/edge-sdk/engines).",
 )
 @click.pass_context

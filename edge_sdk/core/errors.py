@@ -4,9 +4,32 @@ from __future__ import annotations
 
 
 def first_line(exc: BaseException) -> str:
-    """The first line of an exception's message (libraries' messages run to many), or its type's name."""
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    """An exception's message as one line, or its type's name when it has none.
+
+    Libraries' messages run to several lines, and the useful part is often below the first: ONNX's
+    checker puts the node after a line break ("...input 'zz' of node: \nname: add1 OpType: Add\n is
+    not output of any previous nodes.") or under "==> Context:". The lines are joined, blank ones
+    dropped; a stack trace after the message, and anything past a few hundred characters, is left out.
+    """
+    parts: list[str] = []
+    for raw in str(exc).splitlines():
+        line = raw.strip()
+        if line.startswith(("Stacktrace:", "Traceback (most recent call last)")):
+            break
+        if line.startswith("==>"):  # the checker's "==> Context: ..." (the node it failed on)
+            if parts:
+                parts[-1] += ";"
+            line = line.lstrip("=> ")
+            line = line[:1].lower() + line[1:]
+        if line:
+            parts.append(line)
+    text = " ".join(parts)
+    if len(text) > _ONE_LINE_LIMIT:
+        text = text[: _ONE_LINE_LIMIT - 1].rstrip() + "…"
+    return text or type(exc).__name__
+
+
+_ONE_LINE_LIMIT = 600
 
 
 class EdgeSDKError(Exception):

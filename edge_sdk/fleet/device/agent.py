@@ -296,7 +296,7 @@ class Agent:
                 self.state.last_deploy = LastDeploy(
                     version=result.version,
                     outcome="pending",
-                    reason=f"need_chunks: {json.dumps(result.missing, separators=(',', ':'))}"[:4096],
+                    reason=f"need_chunks: waiting for chunks {_chunk_ranges(result.missing)}"[:4096],
                     at=self._now(),
                 )
             elif result.status == "deploy_failed":
@@ -361,3 +361,11 @@ def run_agent(config: AgentConfig, stop: threading.Event) -> None:
         stop.wait()
     finally:
         agent.stop()
+
+
+def _chunk_ranges(missing: dict[str, list[list[int]]]) -> str:
+    """'model.onnx 0-3, 7' for the chunks a deploy waits for (ranges of chunk indexes, first and last)."""
+    return "; ".join(
+        f"{name} " + ", ".join(f"{r[0]}-{r[-1]}" if r[0] != r[-1] else str(r[0]) for r in ranges)
+        for name, ranges in missing.items()
+    )

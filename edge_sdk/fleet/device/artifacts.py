@@ -191,7 +191,9 @@ class ArtifactStore:
         with self._lock:
             previous = self.previous_version()
             if previous is None:
-                raise ArtifactError(f"no previous version to roll back to (current: {self.current_version()})")
+                current = self.current_version()
+                active = f"current: {current}" if current is not None else "no version is active"
+                raise ArtifactError(f"no previous version to roll back to ({active})")
             self._point_current_at(previous)
             state = self._read_state()
             while state.history and state.history[-1] != previous:

@@ -262,9 +262,9 @@ class Deployer:
         except HealthCheckError as exc:
             self.store.discard_version(version)
             kept = self.store.current_version()
-            log.warning("version %d failed its health check, kept version %s: %s", version, kept, exc)
+            log.warning("version %d failed its health check, %s: %s", version, _still_running(kept), exc)
             return DeployResult(
-                "health_failed", version, kept, message=f"{exc}; kept version {kept}", detail=exc.reason
+                "health_failed", version, kept, message=f"{exc}; {_still_running(kept)}", detail=exc.reason
             )
         return self._activate(manifest, current, facts)
 
@@ -278,7 +278,7 @@ class Deployer:
             now_active = self.store.current_version()
             if now_active == version and current is not None:
                 now_active = self.store.rollback()
-            message = f"activating version {version} failed: {exc}; running version {now_active}"
+            message = f"activating version {version} failed: {exc}; {_still_running(now_active)}"
             log.error("%s", message)
             if now_active is not None and self._on_activated is not None:
                 try:  # bring back what ran before (e.g. its pipelines)
@@ -286,7 +286,7 @@ class Deployer:
                 except Exception as again:
                     log.error("restoring version %d after the failed activation failed too: %s", now_active, again)
             return DeployResult("activation_failed", version, now_active, message=message, detail="activation")
-        log.info("version %d is active (was %s)", version, current)
+        log.info("version %d is active (%s)", version, f"was {current}" if current is not None else "the first here")
         return DeployResult("active", version, version, facts=facts)
 
     def _rollback(self, manifest: DeploymentManifest, current: int | None) -> DeployResult:
@@ -295,7 +295,7 @@ class Deployer:
             self.store.verify_version(version)
             facts = run_health_check(self.store, version, self._profile(), self._cache)
         except HealthCheckError as exc:
-            return DeployResult("health_failed", version, current, message=f"{exc}; kept version {current}")
+            return DeployResult("health_failed", version, current, message=f"{exc}; {_still_running(current)}")
         except FleetError as exc:
             return DeployResult("deploy_failed", version, current, message=str(exc), detail=exc.reason)
         return self._activate(manifest, current, facts)
@@ -311,3 +311,8 @@ class Deployer:
                     writer.write(block)
         except OSError as exc:
             raise ArtifactError(f"download of {url} failed: {exc}") from None
+
+
+def _still_running(version: int | None) -> str:
+    """What a failed deploy left running, for its message."""
+    return f"kept version {version}" if version is not None else "no version is active"

@@ -63,7 +63,7 @@ def compare_outputs(
     expected = _by_name(expected, list(actual), "expected output")
     for name, want in expected.items():
         if name not in actual:
-            return f"expected an output '{name}', the engine has {sorted(actual)}"
+            return f"expected an output '{name}', the engine has {', '.join(sorted(actual)) or 'none'}"
         got = np.asarray(actual[name])
         if got.shape != want.shape:
             return f"output '{name}': expected shape {list(want.shape)}, got {list(got.shape)}"

@@ -170,7 +170,7 @@ class PipelineSupervisor:
                 return artifact.name
         raise PipelineStartError(
             f"pipeline '{name}': version {version} has no pipeline artifact of that name; "
-            f"expected one of {self.available(version)}"
+            f"expected one of {', '.join(self.available(version)) or '(it has none)'}"
         )
 
     def _run(self, run: _Run, config: object, profile: DeviceProfile) -> None:

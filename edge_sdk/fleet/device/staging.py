@@ -103,7 +103,9 @@ class Staging:
             return self.manifest.artifact(name)
         except KeyError:
             names = [a.name for a in self.manifest.artifacts]
-            raise ArtifactError(f"artifact '{name}' is not in the manifest; expected one of {names}") from None
+            raise ArtifactError(
+                f"artifact '{name}' is not in the manifest; expected one of {', '.join(names)}"
+            ) from None
 
     def writer(self, name: str) -> ArtifactWriter:
         """A writer for streaming an artifact in (e.g. a download); verified when it closes."""

@@ -235,7 +235,7 @@ class FleetOperator:
                 manifest = manifest_of(envelope)
             if artifacts_dir is None:
                 raise ChunkSendError(
-                    f"device '{device}' needs chunks of {sorted(missing)}; give the folder holding the artifacts"
+                    f"device '{device}' needs chunks of {', '.join(sorted(missing))}; give the folder holding the artifacts"
                 )
             send_chunks(self.client, device, manifest, missing, artifacts_dir)
         raise ChunkSendError(

@@ -20,7 +20,11 @@ def outcome_of(response: Response, version: int, record: DeviceRecord) -> tuple[
         status = (response.result or {}).get("status")
         if status == "active":
             return Outcome.ACTIVE, None
-        return Outcome.FAILED, f"unexpected deploy result status {status!r}"
+        return Outcome.FAILED, (
+            f"the device answered deploy with status '{status}', expected 'active'"
+            if status is not None
+            else "the device answered deploy without a status, expected 'active'"
+        )
     error = response.error
     if error is None:
         return Outcome.FAILED, "the device answered ok=false without an error"

@@ -73,7 +73,7 @@ def create_rollout(
         if not rollback.rollback or rollback.version >= manifest.version:
             raise ValueError(
                 f"expected a rollback manifest (rollback: true) below version {manifest.version}, "
-                f"got version {rollback.version} with rollback={rollback.rollback}"
+                f"got version {rollback.version}{'' if rollback.rollback else ', not marked as a rollback'}"
             )
     spec = RolloutSpec(
         manifest=envelope,

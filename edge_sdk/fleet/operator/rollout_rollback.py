@@ -222,11 +222,10 @@ def _send_rollback(
             and operator.wait_for(lambda r: r.active_version == version, name, 2.0)
         ):
             return Outcome.ROLLED_BACK, f"rolled back to version {version} (already running it)"
-        detail = f" ({error.detail})" if error is not None and error.detail else ""
-        return (
-            Outcome.ACTIVE,
-            f"rollback refused: {error.reason if error else '?'}{detail}: {error.message if error else ''}",
-        )
+        if error is None:
+            return Outcome.ACTIVE, "rollback refused: the device answered ok=false without an error"
+        detail = f" ({error.detail})" if error.detail else ""
+        return Outcome.ACTIVE, f"rollback refused: {error.reason}{detail}: {error.message}"
     try:
         operator.publish_desired(name, envelope)
     except MqttError as exc:

@@ -339,7 +339,10 @@ class RolloutStore:
             ).fetchone()
             if row is None:
                 known = [r[0] for r in self._db.execute("SELECT id FROM rollouts ORDER BY created_at DESC LIMIT 5")]
-                raise RolloutNotFoundError(f"no rollout '{rollout_id}' in {self.path}; recent ones: {known}")
+                raise RolloutNotFoundError(
+                    f"no rollout '{rollout_id}' in {self.path}; "
+                    + (f"recent ones: {', '.join(known)}" if known else "it holds no rollouts")
+                )
             devices = self._db.execute(
                 "SELECT device, position, wave, outcome, via, reason, previous_version, previous_desired, "
                 "sent_at, finished_at, attempts, rollback_manifest FROM rollout_devices WHERE rollout_id=? "

@@ -262,17 +262,21 @@ class DeploymentManifest(BaseModel):
         for role, name in (("sample_input", check.sample_input), ("expected_output", check.expected_output)):
             if name not in by_name:
                 raise PydanticCustomError(
-                    "health_check", f"health_check.{role} names artifact '{name}', expected one of {sorted(by_name)}"
+                    "health_check",
+                    f"health_check.{role} names artifact '{name}', expected one of {', '.join(sorted(by_name))}",
                 )
         models = [a.name for a in self.artifacts if a.kind == "model"]
         if check.model is None and len(models) != 1:
             raise PydanticCustomError(
-                "health_check", f"health_check.model must name one of the model artifacts {models}"
+                "health_check",
+                "health_check.model must name one of the model artifacts "
+                + (", ".join(models) if models else "(the manifest has none)"),
             )
         if check.model is not None and check.model not in models:
             raise PydanticCustomError(
                 "health_check",
-                f"health_check.model names '{check.model}', expected one of the model artifacts {models}",
+                f"health_check.model names '{check.model}', expected one of the model artifacts "
+                + (", ".join(models) if models else "(the manifest has none)"),
             )
 
     def artifact(self, name: str) -> Artifact:
@@ -348,7 +352,7 @@ def describe_validation_error(exc: ValidationError, document: Any = None) -> str
     elif error["type"] == "extra_forbidden":
         message = "unknown key"
     elif not isinstance(error.get("input"), dict | list):
-        message = f"{message}, got {_short(error.get('input'))}"
+        message = f"{message}, got {_json_scalar(error.get('input'))}"
     more = len(errors) - 1
     suffix = f" (+{more} more problem{'s' if more > 1 else ''})" if more else ""
     return f"key '{key}': {message}{suffix}" if key else f"{message}{suffix}"
@@ -376,6 +380,15 @@ def _document_path(loc: tuple[Any, ...], document: Any) -> tuple[Any, ...]:
 def _short(value: object, limit: int = 80) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _json_scalar(value: object) -> str:
+    """A scalar of a JSON document as JSON writes it (null, true, false), else as `_short` does."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return _short(value)
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -183,7 +183,7 @@ def verify_manifest(
     if public_key is None:
         raise ManifestUntrustedKeyError(
             f"manifest is signed by key {signer[:16]}…, expected one of the trusted keys "
-            f"{sorted(k[:16] + '…' for k in trusted)}"
+            f"{', '.join(sorted(k[:16] + '…' for k in trusted)) or '(none are trusted)'}"
         )
     try:
         public_key.verify(signature, SIGNATURE_DOMAIN + manifest_bytes)
@@ -209,11 +209,12 @@ def verify_manifest(
 def _open_envelope(payload: bytes, max_bytes: int) -> tuple[bytes, str, bytes]:
     data = decode_json_object(payload, max_bytes, what="signed manifest")
     if data.get("signature") in (None, ""):
-        shape = "a bare manifest" if "deployment_id" in data else f"keys {sorted(data)[:8]}"
+        shape = "a bare manifest" if "deployment_id" in data else f"keys {', '.join(sorted(data)[:8]) or '(none)'}"
         raise ManifestUnsignedError(f"expected a signed manifest envelope with a signature, got {shape}")
     if set(data) != _ENVELOPE_KEYS:
         raise ManifestFormatError(
-            f"signed manifest: expected keys {sorted(_ENVELOPE_KEYS)}, got {sorted(str(k)[:40] for k in data)[:8]}"
+            f"signed manifest: expected keys {', '.join(sorted(_ENVELOPE_KEYS))}, "
+            f"got {', '.join(sorted(str(k)[:40] for k in data)[:8]) or '(none)'}"
         )
     if data["format"] != SIGNED_FORMAT:
         raise ManifestFormatError(
