@@ -7,7 +7,7 @@ import importlib.metadata
 import platform
 import shutil
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from edge_sdk.backends.backend import Package
 from edge_sdk.backends.registry import BACKENDS
@@ -38,6 +38,12 @@ class PackageStatus:
     install: str
 
 
+ProblemCause = Literal["host", "backend", "profile"]
+"""Why a profile cannot run here: "host", this box lacks what the profile is for (architecture, board,
+accelerator), which no install fixes; "backend", its backend cannot run it here (a package or a library
+is missing: the problem says what to install); "profile", the profile file itself does not load."""
+
+
 @dataclass(frozen=True)
 class ProfileStatus:
     name: str
@@ -45,6 +51,7 @@ class ProfileStatus:
     problem: str | None
     note: str | None = None
     """For a usable profile: what its backend skips on this host (providers that cannot load)."""
+    cause: ProblemCause | None = None
 
 
 @dataclass(frozen=True)
@@ -89,15 +96,20 @@ def diagnose(catalog: ProfileCatalog, facts: HostFacts | None = None) -> DoctorR
 
 
 def _profile_status(catalog: ProfileCatalog, name: str, facts: HostFacts) -> ProfileStatus:
-    """Usable when the host has what the profile needs, then when its backend can run it here."""
+    """Usable when the host has what the profile needs, then when its backend can run it here. The host
+    comes first: on a box the profile is not for, the backend's install advice would send the user
+    after a package that cannot help."""
     try:
         profile = catalog.load(name)
-        if unmet := profile.detect.mismatches(facts, required_only=True):
-            return ProfileStatus(name, False, unmet[0])
+    except EdgeSDKError as exc:
+        return ProfileStatus(name, False, str(exc), cause="profile")
+    if unmet := profile.detect.mismatches(facts, required_only=True):
+        return ProfileStatus(name, False, unmet[0], cause="host")
+    try:
         backend = profile.backend()
         backend.builder().check(profile.engine, profile.default_precision)
     except EdgeSDKError as exc:
-        return ProfileStatus(name, False, str(exc))
+        return ProfileStatus(name, False, str(exc), cause="backend")
     return ProfileStatus(name, True, None, "; ".join(backend.host_notes(profile.engine)) or None)
 
 

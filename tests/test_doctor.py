@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -65,3 +66,27 @@ def test_diagnose_when_host_is_a_jetson_does_not_call_arm_cpu_excluded(catalog: 
 
     # Then whatever keeps arm-cpu from running here, it is not the exclusion
     assert "Jetson" not in (status.problem or ""), f"tegra: false only steers detection, got {status.problem}"
+
+
+X86_BOX = HostFacts(arch="x86_64", cpu_model="Test CPU")
+
+
+def test_diagnose_when_onnxruntime_is_missing_on_x86_says_to_install_it_only_where_installing_helps(
+    catalog: ProfileCatalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an x86 box without a GPU whose onnxruntime cannot be imported
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    providers.clear_cache()
+
+    # When doctor looks at every profile
+    profiles = {p.name: p for p in diagnose(catalog, X86_BOX).profiles}
+
+    # Then x86-cpu, which this box could run, says what to install
+    assert profiles["x86-cpu"].cause == "backend" and "pip install" in (profiles["x86-cpu"].problem or "")
+    # And the profiles this box is not for give that reason, with no package to install
+    for name in ("arm-cpu", "jetson-orin-dla", "jetson-orin-gpu", "x86-nvidia", "atlas-npu"):
+        status = profiles[name]
+        assert status.cause == "host", status
+        assert "pip install" not in (status.problem or ""), f"{name}: no package makes this box fit: {status}"
+    assert profiles["arm-cpu"].problem == "wrong architecture: profile is for aarch64, this host is x86_64"
+    assert profiles["x86-nvidia"].problem == "needs an NVIDIA GPU (nvidia-smi lists none)"

@@ -40,3 +40,13 @@ def test_doctor_when_host_is_x86_does_not_call_jetson_profiles_usable(edge_sdk: 
         assert not profiles[name]["usable"], f"{name} must not be usable on an x86 host"
         assert profiles[name]["problem"].startswith("wrong architecture"), profiles[name]["problem"]
     assert report["backends"]["onnxruntime"]["CPUExecutionProvider"] == "usable"
+
+
+@x86_only
+def test_doctor_when_json_says_whether_installing_can_help_each_profile(edge_sdk: Run) -> None:
+    code, out, err = edge_sdk("doctor", "--format", "json")
+
+    assert code == 0, err
+    profiles = {p["name"]: p for p in json.loads(out)["profiles"]}
+    assert profiles["arm-cpu"]["cause"] == "host", "the box, not a package, keeps arm-cpu from running on x86"
+    assert profiles["x86-cpu"]["usable"] and profiles["x86-cpu"]["cause"] is None
