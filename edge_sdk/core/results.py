@@ -91,7 +91,10 @@ class Result:
                 for d in self.detections
             ],
             "classifications": [_classification_dict(c) for c in self.classifications],
-            "timings_ms": {name: round(value, 3) for name, value in self.timings_ms.items()},
+            # batch counts frames: a float only to sit beside the times, written to JSON as the integer it is.
+            "timings_ms": {
+                name: round(value) if name == "batch" else round(value, 3) for name, value in self.timings_ms.items()
+            },
         }
 
 
