@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from types import ModuleType
 
 from edge_sdk.core.errors import BackendUnavailableError
@@ -17,5 +18,11 @@ def import_onnxruntime() -> ModuleType:
         ) from None
     # Fatal only: its warnings (unused initializers) are noise, and its errors also come back as
     # exceptions, which the SDK words as one line; ONNX Runtime's own log would print them twice.
-    onnxruntime.set_default_logger_severity(4)
+    # With the SDK logging at DEBUG (`edge-sdk --debug`) its warnings and errors show as well.
+    debug = logging.getLogger("edge_sdk").isEnabledFor(logging.DEBUG)
+    onnxruntime.set_default_logger_severity(WARNING_SEVERITY if debug else FATAL_SEVERITY)
     return onnxruntime
+
+
+WARNING_SEVERITY, FATAL_SEVERITY = 2, 4
+"""ONNX Runtime's logger severities (0 verbose, 1 info, 2 warning, 3 error, 4 fatal)."""
