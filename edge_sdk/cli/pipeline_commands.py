@@ -1,13 +1,17 @@
-"""`edge-sdk run PIPELINE.yaml`."""
+"""`edge-sdk run PIPELINE.yaml`: run a pipeline, print what it did, exit for how it ended."""
 
 from __future__ import annotations
 
 import json
+import math
 import signal
 import threading
 from pathlib import Path
+from types import FrameType, TracebackType
+from typing import Any, NoReturn
 
 import click
+from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
 
@@ -15,67 +19,123 @@ from edge_sdk.core.status import StatusEvent, StatusKind
 from edge_sdk.pipeline.config import PipelineConfig, load_pipeline
 from edge_sdk.pipeline.metrics import RunSummary
 from edge_sdk.pipeline.run import run_pipeline
+from edge_sdk.profiles import DeviceProfile
+from edge_sdk.sinks.stdout import StdoutSinkSpec
 
 from .context import CliContext
 from .stats_view import render_snapshot
 
 pass_cli = click.make_pass_decorator(CliContext)
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+FileState = tuple[int, int, int]
+"""What tells a file this run wrote from one it found: (inode, size, mtime in ns)."""
+
 
 @click.command()
 @click.argument("pipeline", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--profile", "profile_name", help="Device profile (default: the file's, else detected).")
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the run summary as one JSON document, and nothing else on stdout: a stdout sink's lines go to stderr.",
+)
+@click.option(
+    "--jsonl",
+    "as_jsonl",
+    is_flag=True,
+    help="Stream each frame's result as one line of JSON on stdout, and nothing else there: a stdout "
+    "sink's lines and the summary go to stderr.",
+)
 @click.option("--stats", is_flag=True, help="Show a live table of stages, frame rings and latency.")
 @pass_cli
-def run(ctx: CliContext, pipeline: Path, profile_name: str | None, as_json: bool, stats: bool) -> None:
-    """Run a pipeline file until its sources end; Ctrl-C or SIGTERM drains it and stops cleanly."""
-    config = load_pipeline(pipeline)
-    profile = ctx.profile(profile_name or config.profile)
-    stop = threading.Event()
-    received: list[int] = []
-    started: list[StatusEvent] = []
+def run(ctx: CliContext, pipeline: Path, profile_name: str | None, as_json: bool, as_jsonl: bool, stats: bool) -> None:
+    """Run a pipeline file until its sources end. Ctrl-C or SIGTERM drains it and stops it (exit 128 + the signal)."""
+    if as_json and as_jsonl:
+        raise click.UsageError("--json and --jsonl both print on stdout: choose one")
+    with _StopSignals() as signals:
+        try:
+            config = load_pipeline(pipeline)
+            if as_json or as_jsonl:
+                config = _stdout_for_scripts(config, results_as_jsonl=as_jsonl)
+            profile = ctx.profile(profile_name or config.profile)
+            found = _file_states(_output_candidates(config))
+            summary = _run(ctx, config, profile, signals, stats)
+        except _StartInterrupted as stopped:
+            signals.settle()
+            if as_json:
+                click.echo(_json_document(None, [], stopped.signum, started=False))
+            _say_interrupted(stopped.signum, None)
+        interrupted = signals.settle()
+        outputs = _written_outputs(config, summary, found)
+        if as_json:
+            click.echo(_json_document(summary, outputs, interrupted, started=True))
+        else:
+            console = ctx.err_console if as_jsonl else ctx.console
+            _print_summary(console, config, profile.name, summary, outputs, stopped=interrupted is not None)
+        if interrupted is not None:
+            _say_interrupted(interrupted, summary.frames)
+        _exit_for(config, summary)
 
-    def request_stop(signum: int, _frame: object) -> None:
-        received.append(signum)
-        stop.set()
-        if not started:  # still building or loading the engine: that work is not worth finishing
-            raise _StartInterrupted(signum)
 
+def _run(
+    ctx: CliContext, config: PipelineConfig, profile: DeviceProfile, signals: _StopSignals, stats: bool
+) -> RunSummary:
     def on_status(event: StatusEvent) -> None:
         if event.kind is StatusKind.PIPELINE_STARTED:
-            started.append(event)
+            signals.started = True
 
-    handlers = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     live = Live(console=ctx.err_console, refresh_per_second=4, transient=False) if stats else None
     on_snapshot = (lambda snapshot: live.update(render_snapshot(snapshot))) if live else None
     try:
         if live:
             live.start()
-        summary = run_pipeline(config, profile, ctx.cache, stop=stop, on_status=on_status, on_snapshot=on_snapshot)
-    except _StartInterrupted as interrupted:
-        _stopped_during_start_up(interrupted.signum)
+        return run_pipeline(config, profile, ctx.cache, stop=signals.stop, on_status=on_status, on_snapshot=on_snapshot)
     except Exception:
         # A signal that lands inside a C extension's import (numpy's, onnxruntime's) comes back as
         # that extension's ImportError: the signal, not the error, is why the start-up ended.
-        if received and not started:
-            _stopped_during_start_up(received[0])
+        if signals.first is not None and not signals.started:
+            raise _StartInterrupted(signals.first) from None
         raise
     finally:
         if live:
             live.stop()
-        for sig, previous in handlers.items():
-            signal.signal(sig, previous)
-    if as_json:
-        click.echo(json.dumps(summary.to_dict(), indent=2))
-    else:
-        _print_summary(ctx, config, profile.name, summary, stopped=stop.is_set())
-    _exit_for(config, summary, received)
 
 
-def _stopped_during_start_up(signum: int) -> None:
-    click.echo(f"stopped during start-up, before the first frame ({signal.Signals(signum).name})", err=True)
-    raise SystemExit(128 + signum) from None
+class _StopSignals:
+    """SIGINT and SIGTERM while `run` runs. The first one sets `stop`: the pipeline drains and
+    stops. During start-up (engine built or loaded, before PIPELINE_STARTED) it also ends the
+    start-up at once, as that work is not worth finishing. Later signals change nothing, and once
+    the run has returned (`settle`) none does: the summary still prints whole."""
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self.first: int | None = None
+        self.started = False
+        self._settled = False
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> _StopSignals:
+        self._previous = {sig: signal.signal(sig, self._on_signal) for sig in STOP_SIGNALS}
+        return self
+
+    def __exit__(self, *_exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    def settle(self) -> int | None:
+        """The signal that stopped the run, if one did; signals after this call are ignored."""
+        self._settled = True
+        return self.first
+
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        if self._settled or self.first is not None:
+            return
+        self.first = signum
+        self.stop.set()
+        if not self.started:
+            raise _StartInterrupted(signum)
 
 
 class _StartInterrupted(BaseException):
@@ -87,52 +147,138 @@ class _StartInterrupted(BaseException):
         self.signum = signum
 
 
-def _print_summary(ctx: CliContext, config: PipelineConfig, profile: str, summary: RunSummary, stopped: bool) -> None:
-    console = ctx.console
+def _say_interrupted(signum: int, frames: int | None) -> NoReturn:
+    """The one line a stop by signal prints (on stderr), and its exit: 128 + the signal."""
+    name = signal.Signals(signum).name
+    if frames is None:
+        what = "stopped during start-up, no frame was processed"
+    elif frames == 0:
+        what = "stopped before the first frame"
+    else:
+        what = f"stopped after {_frames(frames)}"
+    click.echo(f"interrupted ({name}): {what}", err=True)
+    raise SystemExit(128 + signum)
+
+
+def _stdout_for_scripts(config: PipelineConfig, results_as_jsonl: bool) -> PipelineConfig:
+    """The pipeline with stdout kept for what a script parses: stdout sinks print to stderr, and
+    with --jsonl a sink prints every Result's JSON on stdout."""
+    sinks: list[Any] = [spec.on_stderr() if isinstance(spec, StdoutSinkSpec) else spec for spec in config.sinks]
+    if results_as_jsonl:
+        sinks.append(StdoutSinkSpec.json_lines())
+    return config.model_copy(update={"sinks": sinks})
+
+
+def _output_candidates(config: PipelineConfig) -> dict[Path, str]:
+    """Files the sinks may write, by path, with the sink name a failure is reported under. A video
+    sink restarted after a crash writes NAME.partN.EXT next to NAME.EXT."""
+    candidates: dict[Path, str] = {}
+    for spec in config.sinks:
+        path = getattr(spec, "path", None)
+        if not isinstance(path, Path):
+            continue
+        for candidate in (path, *sorted(path.parent.glob(f"{path.stem}.part*{path.suffix}"))):
+            candidates[candidate] = f"{spec.type}:{candidate}"
+    return candidates
+
+
+def _file_states(candidates: dict[Path, str]) -> dict[Path, FileState]:
+    states = {}
+    for path in candidates:
+        try:
+            stat = path.stat()
+        except OSError:
+            continue
+        states[path] = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    return states
+
+
+def _written_outputs(config: PipelineConfig, summary: RunSummary, found: dict[Path, FileState]) -> list[Path]:
+    """Files this run's sinks wrote: on disk, changed since the start (not one an earlier run left),
+    and not those of a sink that failed."""
+    candidates = _output_candidates(config)
+    now = _file_states(candidates)
+    return [
+        path
+        for path, sink in candidates.items()
+        if path in now and now[path] != found.get(path) and sink not in summary.sink_failures
+    ]
+
+
+def _json_document(summary: RunSummary | None, outputs: list[Path], interrupted: int | None, started: bool) -> str:
+    """The run summary (RunSummary.to_dict), the files written, and how it ended, as strict JSON:
+    a latency no frame measured is null, not NaN."""
+    if summary is None:  # stopped before the engines were ready
+        summary = RunSummary(0, 0.0, math.nan, math.nan, {}, {}, engine_built=False, engine_seconds=0.0)
+    document = {
+        **summary.to_dict(),
+        "outputs": [str(path) for path in outputs],
+        "started": started,
+        "interrupted_by": signal.Signals(interrupted).name if interrupted is not None else None,
+    }
+    return json.dumps(_finite(document), indent=2, allow_nan=False)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    return value
+
+
+def _print_summary(
+    console: Console, config: PipelineConfig, profile: str, summary: RunSummary, outputs: list[Path], stopped: bool
+) -> None:
     if summary.frames:
         console.print(
-            f"[bold]{config.name}[/bold] on {profile}: {summary.frames} frames in {summary.seconds:.2f} s, "
-            f"{summary.fps:.1f} FPS, capture-to-result latency p50 {summary.latency_p50_ms:.1f} ms / p99 "
-            f"{summary.latency_p99_ms:.1f} ms"
+            f"[bold]{config.name}[/bold] on {profile}: {_frames(summary.frames)} in {summary.seconds:.2f} s, "
+            f"{summary.fps:.1f} FPS, {_latency(summary)}"
         )
-        stages = ", ".join(f"{k} {v:.1f}" for k, v in summary.stage_mean_ms.items() if k != "total")
-        console.print(f"  mean per stage (ms): {stages}")
+        stages = ", ".join(
+            f"{k} {v:.1f}" for k, v in summary.stage_mean_ms.items() if k != "total" and math.isfinite(v)
+        )
+        if stages:
+            console.print(f"  mean per stage (ms): {stages}")
     else:
-        console.print(f"[bold]{config.name}[/bold] on {profile}: no frames {'before the stop' if stopped else ''}")
+        console.print(f"[bold]{config.name}[/bold] on {profile}: no frames{' before the stop' if stopped else ''}")
     console.print(f"  engine: {'built' if summary.engine_built else 'cached'} in {summary.engine_seconds:.2f} s")
-    outputs = _written_outputs(config, summary)
     if outputs:
         folders = sorted({str(o.parent) for o in outputs})
-        console.print(f"  outputs in {', '.join(folders)}: {', '.join(o.name for o in outputs)}")
-    dropped = {name: count for name, count in summary.dropped.items() if count}
-    if dropped:
-        console.print(f"  dropped frames (live sources, to stay current): {dropped}")
+        console.print(f"  outputs in {escape(', '.join(folders))}: {escape(', '.join(o.name for o in outputs))}")
+    if dropped := _counts(summary.dropped):
+        console.print(f"  dropped frames (live sources, to stay current): {escape(dropped)}")
     skipped = {name: count for name, count in summary.frames_skipped.items() if count}
-    if skipped:
+    if skipped:  # as a dict: tests/cli/test_run_source_failures.py reads it so
         console.print(f"  [yellow]skipped frames[/yellow] (could not be decoded): {escape(str(skipped))}")
-    if summary.restarts:
-        console.print(f"  [yellow]restarted stages[/yellow]: {summary.restarts}")
+    if restarts := _counts(summary.restarts):
+        console.print(f"  [yellow]restarted stages[/yellow] (times): {escape(restarts)}")
     if stopped:
         console.print("  stopped on request")
-    for name, problem in summary.sink_failures.items():
-        console.print(f"  [red]sink {escape(name)} failed[/red]: {escape(problem)}")
+    # A failed sink was reported when it failed, and is not among the outputs; a failed source is
+    # reported here, once.
     for name, problem in summary.source_failures.items():
         cause = problem.removeprefix(f"source {name}: ")
         console.print(f"  [red]source {escape(name)} failed[/red]: {escape(cause)}")
 
 
-def _written_outputs(config: PipelineConfig, summary: RunSummary) -> list[Path]:
-    """Files the sinks wrote: not those of a failed sink, nor a path that does not exist."""
-    failed = " ".join(summary.sink_failures)
-    paths = [Path(sink.path) for sink in config.sinks if hasattr(sink, "path")]
-    return [path for path in paths if path.exists() and str(path) not in failed]
+def _latency(summary: RunSummary) -> str:
+    if not (math.isfinite(summary.latency_p50_ms) and math.isfinite(summary.latency_p99_ms)):
+        return "no latency measured"
+    return f"capture-to-result latency p50 {summary.latency_p50_ms:.1f} ms / p99 {summary.latency_p99_ms:.1f} ms"
 
 
-def _exit_for(config: PipelineConfig, summary: RunSummary, signals: list[int]) -> None:
-    """128 + the signal for a run stopped by one (130 for Ctrl-C, 143 for SIGTERM), 1 when every
-    sink or a source failed, else 0."""
-    if signals:
-        raise SystemExit(128 + signals[0])
+def _frames(count: int) -> str:
+    return f"{count} frame{'' if count == 1 else 's'}"
+
+
+def _counts(counts: dict[str, int]) -> str:
+    """`door 11, lobby 3` for the names with a count."""
+    return ", ".join(f"{name} {count}" for name, count in counts.items() if count)
+
+
+def _exit_for(config: PipelineConfig, summary: RunSummary) -> None:
+    """1 when every sink or a source failed, else 0 (a stop by signal exits in _say_interrupted)."""
     if config.sinks and len(summary.sink_failures) >= len(config.sinks):
         click.echo("error: every sink failed, no result was kept", err=True)
         raise SystemExit(1)

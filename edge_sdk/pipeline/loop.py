@@ -60,12 +60,16 @@ def run_inline(
         postprocess = build_postprocessor(config.postprocess)
         engine = stack.enter_context(models.primary.open())
         cascade = open_cascade(config, models, stack)
+        # Stopped while the engine loaded: no camera to connect to, and no sink to open (a file sink
+        # would start its file anew) for a loop that will not run.
+        starting = not stop.is_set()
         for source in sources:
-            if source.is_live:
+            if source.is_live and starting:
                 stack.enter_context(source)
         sinks = SinkFanout([create_sink(spec, config.name) for spec in config.sinks])
         stack.callback(sinks.close)
-        sinks.open()
+        if starting:
+            sinks.open()
         infer = FrameInference(engine, models.input_name, feed, postprocess)
         deliver = FrameDelivery(cascade, sinks)
         active: list[Source] = list(sources)

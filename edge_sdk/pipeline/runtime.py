@@ -369,7 +369,7 @@ class PipelineRuntime:
                 stage.process.kill()
         deadline = time.monotonic() + KILL_SECONDS
         for stage in self._stages:
-            if stage.process is not None:
+            if stage.process is not None and stage.process.pid is not None:  # not one whose start() raised
                 stage.process.join(timeout=max(0.0, deadline - time.monotonic()))
                 if not stage.process.is_alive():
                     stage.process.close()
