@@ -37,6 +37,24 @@ class StatusEvent:
     timestamp: float = field(default_factory=time.time)
     data: dict[str, Any] = field(default_factory=dict)
 
+    def describe(self) -> str:
+        """The event as one sentence for a person: `source door connected`, `source door lost:
+        <error>`, `sink jsonl:out/results.jsonl failed: write: <error>`. The message is used as
+        written when it already starts with the event's verb, so no word comes twice."""
+        noun, verb = _WORDING[self.kind]
+        head = f"{noun} {self.subject}"
+        detail = self.message.strip()
+        for named in (f"{head}: ", f"{head} "):  # a message that names its own subject
+            detail = detail.removeprefix(named)
+        detail = detail.removesuffix("; last error: None").removesuffix(": None")  # an error that was never set
+        if not verb:
+            return f"{head}: {detail}" if detail else head
+        if detail in ("", "None", verb):
+            return f"{head} {verb}"
+        if detail.startswith((f"{verb} ", f"{verb}:", f"{verb},", f"{verb};")):
+            return f"{head} {detail}"
+        return f"{head} {verb}: {detail}"
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "kind": self.kind.value,
@@ -46,6 +64,24 @@ class StatusEvent:
             **self.data,
         }
 
+
+_WORDING: dict[StatusKind, tuple[str, str]] = {
+    StatusKind.SOURCE_CONNECTED: ("source", "connected"),
+    StatusKind.SOURCE_LOST: ("source", "lost"),
+    StatusKind.SOURCE_RECONNECTING: ("source", "reconnecting"),
+    StatusKind.SOURCE_RECONNECTED: ("source", "reconnected"),
+    StatusKind.SOURCE_ENDED: ("source", "ended"),
+    StatusKind.SOURCE_FAILED: ("source", "failed"),
+    StatusKind.FRAMES_DROPPED: ("source", ""),  # the message says how many and why
+    StatusKind.FRAMES_SKIPPED: ("source", ""),
+    StatusKind.STAGE_STARTED: ("stage", "started"),
+    StatusKind.STAGE_RESTARTED: ("stage", "restarted"),
+    StatusKind.STAGE_FAILED: ("stage", "failed"),
+    StatusKind.SINK_FAILED: ("sink", "failed"),
+    StatusKind.PIPELINE_STARTED: ("pipeline", "started"),
+    StatusKind.PIPELINE_STOPPED: ("pipeline", "stopped"),
+}
+"""What each kind of event is about and what happened to it, for `StatusEvent.describe`."""
 
 StatusCallback = Callable[[StatusEvent], None]
 

@@ -107,7 +107,7 @@ class PipelineRuntime:
         stop = stop or threading.Event()
         stale = remove_stale_segments()
         if stale:
-            log.warning("removed %d shared-memory segment(s) left by a pipeline that died: %s", len(stale), stale)
+            log.warning("removed shared-memory segments left by a pipeline that died: %s", ", ".join(stale))
         shapes = [self._source_shape(spec) for spec in self.config.sources]
         workers, _threads = inference_layout(self.config.runtime, self.profile)
         check_pipeline_memory(self.config, [size for _policy, size in shapes], workers=workers)
@@ -350,9 +350,9 @@ class PipelineRuntime:
 
     def _emit(self, event: StatusEvent) -> None:
         level = logging.WARNING if event.kind in _WARNINGS else logging.INFO
-        if event.kind is StatusKind.SOURCE_FAILED:  # said once, in the run summary's source_failures
+        if event.kind in _SAID_ELSEWHERE:
             level = logging.DEBUG
-        log.log(level, "%s: %s %s", event.subject, event.kind.value.replace("_", " "), event.message)
+        log.log(level, "%s", event.describe())
         self.on_status(event)
 
     # -- reporting -----------------------------------------------------------------------------------
@@ -388,6 +388,8 @@ class PipelineRuntime:
         self._reports = self._results = self._control = None
 
 
+_SAID_ELSEWHERE = {StatusKind.SOURCE_FAILED, StatusKind.SINK_FAILED, StatusKind.FRAMES_SKIPPED, StatusKind.STAGE_FAILED}
+"""Logged at debug only, as each is said once elsewhere: the run summary, the failing process's log, the raised error."""
 _WARNINGS = {
     StatusKind.SOURCE_LOST,
     StatusKind.STAGE_RESTARTED,

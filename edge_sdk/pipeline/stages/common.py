@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import logging
 import os
 import signal
 import sys
@@ -117,12 +118,30 @@ def child_setup(parent_pid: int, kind: str) -> None:
     for sig in STOP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # blocked by the runtime while it started us
+    _log_warnings_to_stderr()
     if sys.platform == "linux":
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         libc.prctl(_PR_SET_NAME, f"edgesdk-{kind}".encode()[:15], 0, 0, 0)
     if os.getppid() != parent_pid:  # the parent died before the line above took effect
         os._exit(CRASHED_EXIT)
+
+
+class _LevelPrefix(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return f"{record.levelname.lower()}: {record.getMessage()}"
+
+
+def _log_warnings_to_stderr() -> None:
+    """A stage's warnings and errors on stderr in the CLI's form (`error: sink ... failed`), where a
+    started process would print them bare (Python's last-resort handler); one the parent's logging
+    reached (a forked stage) keeps it."""
+    root = logging.getLogger()
+    if not root.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(_LevelPrefix())
+        root.addHandler(handler)
+        root.setLevel(logging.WARNING)
 
 
 @contextlib.contextmanager
