@@ -181,7 +181,9 @@ def test_cache_verify_when_an_entry_is_stale_or_corrupt_reports_it_and_rm_stale_
     for model in (demo_model, tiny_models["float_classifier"], tiny_models["uint8_mean_classifier"]):
         assert edge_sdk("build", model, "--profile", "x86-cpu", cache=cache).returncode == 0
     entries = {
-        json.loads((d / "manifest.json").read_text())["facts"]["model_path"]: d for d in cache.iterdir() if d.is_dir()
+        json.loads((d / "manifest.json").read_text())["facts"]["model_path"]: d
+        for d in cache.iterdir()
+        if d.is_dir() and not d.name.startswith(".")
     }
     stale = entries[str(tiny_models["float_classifier"])]
     manifest = json.loads((stale / "manifest.json").read_text())
