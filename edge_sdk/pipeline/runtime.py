@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import multiprocessing as mp
 import os
 import socket
 import threading
@@ -36,6 +35,7 @@ from .metrics import RunSummary
 from .output_tally import OutputTally
 from .shared_segments import new_run_token, remove_stale_segments, segment_name
 from .snapshot import RuntimeSnapshot, StageView
+from .stage_start import stage_context
 from .stages import (
     CapturePlan,
     InferencePlan,
@@ -84,7 +84,7 @@ class PipelineRuntime:
         self.cache = cache
         self.on_status = on_status
         self.on_snapshot = on_snapshot
-        self._ctx = mp.get_context("spawn")
+        self._ctx = stage_context()
         self._tally = OutputTally()
         self._rings: list[FrameRing] = []
         self._stages: list[_Stage] = []
@@ -144,7 +144,7 @@ class PipelineRuntime:
         results = abstract_address(segment_name(token, "results"))
         self._reports = MessageListener(listening_socket(reports))
         self._results = listening_socket(results)
-        return StageChannels(os.getpid(), self._control.handle, results, reports)
+        return StageChannels(self._control.handle, results, reports, dict(os.environ))
 
     def _create_rings(self, shapes: list[tuple[BufferPolicy, tuple[int, int]]]) -> list[RingHandle]:
         handles = []

@@ -24,6 +24,7 @@ from edge_sdk.pipeline.run import run_pipeline
 from edge_sdk.pipeline.snapshot import RuntimeSnapshot
 from edge_sdk.profiles import DeviceProfile, ProfileCatalog
 from tests.support.waits import poll_until, wait_until
+from tools.harness.chaos import stage_processes
 
 from ..conftest import ASTRONAUT
 from .crashing_sinks import CRASH_MARKER_ENV
@@ -316,6 +317,8 @@ def test_cli_run_when_the_parent_is_killed_children_exit_and_the_next_start_remo
     children = [
         int(p) for p in subprocess.run(["pgrep", "-P", str(process.pid)], capture_output=True, text=True).stdout.split()
     ]
+    children += list(stage_processes(process.pid))  # stages are the fork server's children
+    assert len(stage_processes(process.pid)) >= 3, "capture, inference and output stages run"
     # when the parent is SIGKILLed
     process.kill()
     process.wait(timeout=10)

@@ -254,8 +254,9 @@ def _act(
 
 
 def stage_processes(parent: int) -> dict[int, str]:
-    """pid -> process name of the stage processes of `parent` (the resource tracker is not one)."""
-    found = {}
+    """pid -> process name of the stage processes of `parent`: its children, or its fork server's
+    (pipeline/stage_start.py); the resource tracker and the fork server are not stages."""
+    processes: dict[int, tuple[int, str]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -264,10 +265,13 @@ def stage_processes(parent: int) -> dict[int, str]:
             name = Path(f"/proc/{entry}/comm").read_text().strip()
         except OSError:
             continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == parent and name.startswith("edgesdk-"):
-            found[int(entry)] = name
-    return found
+        processes[int(entry)] = (int(stat.rsplit(")", 1)[1].split()[1]), name)
+    children = {pid for pid, (ppid, _name) in processes.items() if ppid == parent}
+    return {
+        pid: name
+        for pid, (ppid, name) in processes.items()
+        if (ppid == parent or ppid in children) and name.startswith("edgesdk-")
+    }
 
 
 def _stage(outcome: Outcome, fault: Fault, rng: random.Random) -> int | None:

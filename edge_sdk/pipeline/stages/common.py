@@ -5,13 +5,17 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import logging
+import multiprocessing
+import multiprocessing.connection
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from multiprocessing.process import BaseProcess
 from typing import Any
 
 from edge_sdk.core.errors import EdgeSDKError
@@ -47,27 +51,30 @@ class StageChannels:
     """How a stage reaches the rest of the run. No lock, queue or event is shared: a stage that
     dies cannot leave anything held that the others wait on."""
 
-    parent_pid: int
     control: ControlHandle
     """Flags the runtime sets: stop, captures_done (workers drain and exit), workers_done (output drains)."""
     results_address: str
     """Inference -> output: one InferenceDone per frame (a socket the runtime keeps listening)."""
     reports_address: str
     """Every stage -> runtime: StageReport, StatusEvent and StageFailure."""
+    environment: dict[str, str] = field(default_factory=dict)
+    """The runtime's environment when the run started, which a stage forked by the fork server takes."""
 
 
 class StageLink:
     """A stage process's end of the run: its flags, its report connection, the parent check."""
 
     def __init__(self, channels: StageChannels, kind: str):
-        self.parent_pid = channels.parent_pid
-        child_setup(channels.parent_pid, kind)
+        if channels.environment:
+            os.environ.clear()
+            os.environ.update(channels.environment)
+        self._runtime = child_setup(kind)
         self.control = RunControl.attach(channels.control)
         self._reports = MessageSender(channels.reports_address, give_up=lambda: not self.parent_alive())
         self._stop_seen: float | None = None
 
     def parent_alive(self) -> bool:
-        return os.getppid() == self.parent_pid
+        return self._runtime.is_alive()
 
     def running(self) -> bool:
         """Neither stopped by the runtime nor orphaned."""
@@ -111,20 +118,33 @@ class Reporter:
             self._next = time.monotonic() + self.every
 
 
-def child_setup(parent_pid: int, kind: str) -> None:
+def child_setup(kind: str) -> BaseProcess:
     """Stop signals are the runtime's to handle: a stage ignores them (Ctrl-C reaches the whole
-    process group) and is stopped through its flags, or killed. A stage dies with its parent, and
-    is named `edgesdk-<kind>` in ps and top (/proc/PID/comm)."""
+    process group) and is stopped through its flags, or killed. A stage dies with the runtime, and
+    is named `edgesdk-<kind>` in ps and top (/proc/PID/comm). Returns the runtime's process."""
+    runtime = multiprocessing.parent_process()
+    if runtime is None:
+        raise RuntimeError("a stage runs in a process that the pipeline runtime started")
     for sig in STOP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # blocked by the runtime while it started us
     _log_warnings_to_stderr()
     if sys.platform == "linux":
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the parent: the runtime, or the fork server
         libc.prctl(_PR_SET_NAME, f"edgesdk-{kind}".encode()[:15], 0, 0, 0)
-    if os.getppid() != parent_pid:  # the parent died before the line above took effect
+    threading.Thread(target=_die_with, args=(runtime,), name="edgesdk-runtime-watch", daemon=True).start()
+    if not runtime.is_alive():  # the runtime died before the watch began
         os._exit(CRASHED_EXIT)
+    return runtime
+
+
+def _die_with(runtime: BaseProcess) -> None:
+    """SIGKILL this stage once the runtime's end of its pipe closes (the runtime exited or was killed).
+    A stage the fork server forked cannot leave it to PR_SET_PDEATHSIG, which watches the server: the
+    server lives on while any stage it forked does."""
+    multiprocessing.connection.wait([runtime.sentinel])
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 class _LevelPrefix(logging.Formatter):
