@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import logging
 import sys
 from pathlib import Path
@@ -12,42 +11,19 @@ import click
 from edge_sdk import __version__
 from edge_sdk.core.errors import EdgeSDKError
 
+from . import fleet_commands, fleet_keys_commands  # noqa: F401  (they register the fleet subcommands)
+from .agent_commands import agent
 from .context import CliContext
-
-COMMANDS: dict[str, tuple[str, ...]] = {
-    "agent": ("edge_sdk.cli.agent_commands", "agent"),
-    "bench": ("edge_sdk.cli.engine_commands", "bench"),
-    "build": ("edge_sdk.cli.engine_commands", "build"),
-    "cache": ("edge_sdk.cli.engine_commands", "cache"),
-    "compare": ("edge_sdk.cli.quantization_commands", "compare"),
-    "doctor": ("edge_sdk.cli.system_commands", "doctor"),
-    "fleet": ("edge_sdk.cli.fleet_group", "fleet", "edge_sdk.cli.fleet_commands", "edge_sdk.cli.fleet_keys_commands"),
-    "inspect": ("edge_sdk.cli.graph_commands", "inspect"),
-    "profiles": ("edge_sdk.cli.profile_commands", "profiles"),
-    "run": ("edge_sdk.cli.pipeline_commands", "run"),
-    "schema": ("edge_sdk.cli.system_commands", "schema"),
-    "sensitivity": ("edge_sdk.cli.quantization_commands", "sensitivity"),
-}
-"""Each command: its module and name, then the modules that add its subcommands. A command's modules
-are imported when it is used, so `edge-sdk run` loads neither the fleet, the graph tools (onnx) nor
-the INT8 toolkit."""
+from .engine_commands import bench, build, cache
+from .fleet_group import fleet
+from .graph_commands import inspect
+from .pipeline_commands import run
+from .profile_commands import profiles
+from .quantization_commands import compare, sensitivity
+from .system_commands import doctor, schema
 
 
-class _LazyGroup(click.Group):
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(COMMANDS)
-
-    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        if name not in COMMANDS:
-            return None
-        module, attribute, *registering = COMMANDS[name]
-        command: click.Command = getattr(importlib.import_module(module), attribute)
-        for subcommands in registering:
-            importlib.import_module(subcommands)
-        return command
-
-
-@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="edge-sdk")
 @click.option("--debug", is_flag=True, help="Show tracebacks and debug logs.")
 @click.option(
@@ -69,6 +45,10 @@ def cli(ctx: click.Context, debug: bool, profile_dir: Path | None, cache_dir: Pa
     """Deploy vision models onto edge boxes."""
     _configure_logging(debug)
     ctx.obj = CliContext(profile_dir=profile_dir, cache_dir=cache_dir)
+
+
+for command in (profiles, build, cache, bench, inspect, compare, sensitivity, run, doctor, schema, fleet, agent):
+    cli.add_command(command)
 
 
 class _LowercaseLevel(logging.Formatter):
