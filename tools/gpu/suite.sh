@@ -71,22 +71,22 @@ prepare_wheels() {
 prepare_mosquitto() {
   local build=$root/.gpu/mosquitto-build outside version
   local libs
-  libs=$(lib_dirs "$build/root")
+  libs=$(lib_dirs "$build/unpacked")
   rm -rf "$build" && mkdir -p "$build/debs" "$(dirname "$mosquitto_tar")"
   (cd "$build/debs" && apt-get download "${MOSQUITTO_DEBS[@]}")
-  for deb in "$build"/debs/*.deb; do dpkg -x "$deb" "$build/root"; done
-  (cd "$build/root" && rm -rf usr/share etc lib/systemd usr/bin/mosquitto_ctrl "usr/lib/$multiarch/engines-3" \
+  for deb in "$build"/debs/*.deb; do dpkg -x "$deb" "$build/unpacked"; done
+  (cd "$build/unpacked" && rm -rf usr/share etc lib/systemd usr/bin/mosquitto_ctrl "usr/lib/$multiarch/engines-3" \
     "usr/lib/$multiarch/ossl-modules" "usr/lib/$multiarch/krb5" "usr/lib/$multiarch"/mosquitto_*.so)
   # soname links become the files they name
-  find "$build/root" -type l | while read -r link; do mv -f "$(dirname "$link")/$(readlink "$link")" "$link"; done
-  local tools=("${MOSQUITTO_TOOLS[@]/#/$build/root/}")
+  find "$build/unpacked" -type l | while read -r link; do mv -f "$(dirname "$link")/$(readlink "$link")" "$link"; done
+  local tools=("${MOSQUITTO_TOOLS[@]/#/$build/unpacked/}")
   outside=$(LD_LIBRARY_PATH=$libs ldd "${tools[@]}" |
-    awk '/=>/ {print $1, $3}' | grep -v "$build/root" | grep -Ev '^(libc|libm|libresolv|libpthread|libdl|librt)\.so' || true)
+    awk '/=>/ {print $1, $3}' | grep -v "$build/unpacked" | grep -Ev '^(libc|libm|libresolv|libpthread|libdl|librt)\.so' || true)
   [ -z "$outside" ] || { echo "prepare: mosquitto also loads, from this system: $outside" >&2; return 1; }
   version=$(LD_LIBRARY_PATH=$libs "${tools[0]}" -h 2>&1 | head -1 || true)
   echo "$version" | grep -q "^mosquitto version" || { echo "prepare: mosquitto -h says: $version" >&2; return 1; }
   echo "$version"
-  tar -C "$build/root" -cJf "$mosquitto_tar" .
+  tar -C "$build/unpacked" -cJf "$mosquitto_tar" .
   du -sh "$mosquitto_tar"
 }
 

@@ -266,17 +266,15 @@ class DeploymentManifest(BaseModel):
                     f"health_check.{role} names artifact '{name}', expected one of {', '.join(sorted(by_name))}",
                 )
         models = [a.name for a in self.artifacts if a.kind == "model"]
+        listed = ", ".join(models) if models else "(the manifest has none)"
         if check.model is None and len(models) != 1:
             raise PydanticCustomError(
-                "health_check",
-                "health_check.model must name one of the model artifacts "
-                + (", ".join(models) if models else "(the manifest has none)"),
+                "health_check", f"health_check.model must name one of the model artifacts {listed}"
             )
         if check.model is not None and check.model not in models:
             raise PydanticCustomError(
                 "health_check",
-                f"health_check.model names '{check.model}', expected one of the model artifacts "
-                + (", ".join(models) if models else "(the manifest has none)"),
+                f"health_check.model names '{check.model}', expected one of the model artifacts {listed}",
             )
 
     def artifact(self, name: str) -> Artifact:
@@ -384,11 +382,7 @@ def _short(value: object, limit: int = 80) -> str:
 
 def _json_scalar(value: object) -> str:
     """A scalar of a JSON document as JSON writes it (null, true, false), else as `_short` does."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return _short(value)
+    return json.dumps(value) if value is None or isinstance(value, bool) else _short(value)
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
