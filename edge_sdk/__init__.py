@@ -17,8 +17,9 @@ Names are imported on first use, so `import edge_sdk` stays light (no onnxruntim
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from edge_sdk.core.lazy_exports import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -90,15 +91,4 @@ if TYPE_CHECKING:
     from edge_sdk.profiles.catalog import ProfileCatalog, detect_profile, load_profile
     from edge_sdk.profiles.model import DeviceProfile
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'edge_sdk' has no attribute '{name}'")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -6,8 +6,9 @@ never needs, while `GraphOptions` (part of every engine's cache key) is read on 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from edge_sdk.core.lazy_exports import lazy_exports
 
 _EXPORTS = {
     "BatchNormFolding": "edge_sdk.graph.batchnorm_folding",
@@ -47,15 +48,4 @@ if TYPE_CHECKING:
     from .options import GRAPH_PASSES_VERSION, GraphOptions
     from .shape_inference import ShapeInference
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'edge_sdk.graph' has no attribute '{name}'")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

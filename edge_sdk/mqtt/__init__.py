@@ -5,8 +5,9 @@ while the settings and errors are read by every pipeline file's schema."""
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from edge_sdk.core.lazy_exports import lazy_exports
 
 _EXPORTS = {
     "AckTimeoutError": "edge_sdk.mqtt.errors",
@@ -88,15 +89,4 @@ if TYPE_CHECKING:
     from .spool import DiskSpool, SpooledMessage, SpoolStats
     from .state import ConnectionEvent, ConnectionListener, ConnectionState
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'edge_sdk.mqtt' has no attribute '{name}'")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
