@@ -1,5 +1,5 @@
 """The `edge-sdk fleet` group; its commands live in fleet_keys_commands (keygen, sign) and fleet_commands
-(ls, deploy, resume, status, rollback, exec), which main.py imports so that all of them are registered."""
+(ls, deploy, resume, status, rollback, exec), which main.py imports with the group (COMMANDS) so that all of them are registered."""
 
 from __future__ import annotations
 

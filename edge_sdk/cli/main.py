@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 import sys
 from pathlib import Path
@@ -11,19 +12,47 @@ import click
 from edge_sdk import __version__
 from edge_sdk.core.errors import EdgeSDKError
 
-from . import fleet_commands, fleet_keys_commands  # noqa: F401  (they register the fleet subcommands)
-from .agent_commands import agent
 from .context import CliContext
-from .engine_commands import bench, build, cache
-from .fleet_group import fleet
-from .graph_commands import inspect
-from .pipeline_commands import run
-from .profile_commands import profiles
-from .quantization_commands import compare, sensitivity
-from .system_commands import doctor, schema
+from .entry import release_startup_guard
+
+COMMANDS: dict[str, tuple[str, ...]] = {
+    "profiles": ("edge_sdk.cli.profile_commands", "profiles"),
+    "build": ("edge_sdk.cli.engine_commands", "build"),
+    "cache": ("edge_sdk.cli.engine_commands", "cache"),
+    "bench": ("edge_sdk.cli.engine_commands", "bench"),
+    "inspect": ("edge_sdk.cli.graph_commands", "inspect"),
+    "compare": ("edge_sdk.cli.quantization_commands", "compare"),
+    "sensitivity": ("edge_sdk.cli.quantization_commands", "sensitivity"),
+    "run": ("edge_sdk.cli.pipeline_commands", "run"),
+    "doctor": ("edge_sdk.cli.system_commands", "doctor"),
+    "schema": ("edge_sdk.cli.system_commands", "schema"),
+    "fleet": ("edge_sdk.cli.fleet_group", "fleet", "edge_sdk.cli.fleet_commands", "edge_sdk.cli.fleet_keys_commands"),
+    "agent": ("edge_sdk.cli.agent_commands", "agent"),
+}
+"""Each command: its module and name, then the modules that add its subcommands. Only the command in
+use is imported, so `edge-sdk run` loads neither the fleet, the graph tools (onnx) nor the INT8 toolkit."""
+
+HANDLES_STOP_SIGNALS = frozenset({"run"})
+"""Commands that install their own SIGINT/SIGTERM handlers first thing: the start-up guard stays until
+they do, so no signal falls between the two. Every other command gets Python's handlers back once its
+module is loaded (a Ctrl-C is then a KeyboardInterrupt: one line, exit 130)."""
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        module, attribute, *registering = COMMANDS[name]
+        command: click.Command = getattr(importlib.import_module(module), attribute)
+        for subcommands in registering:
+            importlib.import_module(subcommands)
+        return command
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="edge-sdk")
 @click.option("--debug", is_flag=True, help="Show tracebacks and debug logs.")
 @click.option(
@@ -43,12 +72,10 @@ from .system_commands import doctor, schema
 @click.pass_context
 def cli(ctx: click.Context, debug: bool, profile_dir: Path | None, cache_dir: Path | None) -> None:
     """Deploy vision models onto edge boxes."""
+    if ctx.invoked_subcommand not in HANDLES_STOP_SIGNALS:
+        release_startup_guard()
     _configure_logging(debug)
     ctx.obj = CliContext(profile_dir=profile_dir, cache_dir=cache_dir)
-
-
-for command in (profiles, build, cache, bench, inspect, compare, sensitivity, run, doctor, schema, fleet, agent):
-    cli.add_command(command)
 
 
 class _LowercaseLevel(logging.Formatter):
@@ -72,6 +99,7 @@ def main(argv: list[str] | None = None) -> None:
     debug = "--debug" in args
     try:
         cli.main(args=args, prog_name="edge-sdk", standalone_mode=False)
+        release_startup_guard()  # `run`'s handlers put the guard back when they leave
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)

@@ -124,6 +124,45 @@ def test_cli_when_stopped_while_it_loads_prints_one_line_and_exits_128_plus_the_
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, f"one line: {err!r}"
 
 
+SLOW_COMMAND_IMPORT = """
+import importlib.abc, pathlib, sys, time
+class _SlowRunCommand(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "edge_sdk.cli.pipeline_commands":
+            pathlib.Path({marker!r}).touch()
+            time.sleep(3)
+        return None
+sys.meta_path.insert(0, _SlowRunCommand())
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_run_when_stopped_while_its_command_module_loads_prints_one_line_and_exits_128_plus_the_signal(
+    sig: signal.Signals, tmp_path: Path, demo_model: Path
+) -> None:
+    # given `edge-sdk run`, whose command module is imported only when the command is used (made slow
+    # here by an import hook, so the signal surely lands inside that import)
+    marker = tmp_path / "importing"
+    (tmp_path / "hook").mkdir()
+    (tmp_path / "hook" / "sitecustomize.py").write_text(SLOW_COMMAND_IMPORT.format(marker=str(marker)))
+    pipeline = write_pipeline(tmp_path, demo_model, [{"type": "jsonl", "path": "out/results.jsonl"}])
+    process = subprocess.Popen(
+        [EDGE_SDK, "run", str(pipeline), "--profile", "x86-cpu", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(tmp_path / "hook"), "EDGE_SDK_CACHE_DIR": str(tmp_path / "cache")},
+    )
+    poll_until(marker.exists, 30, interval=0.01)
+    # when the signal arrives during that import
+    process.send_signal(sig)
+    out, err = process.communicate(timeout=30)
+    # then: one line, 128 + the signal, nothing on stdout, no output written
+    assert process.returncode == 128 + sig, err
+    assert err.strip() == f"stopped during start-up ({sig.name})", err
+    assert out == "" and not (tmp_path / "out").exists()
+
+
 def test_run_when_a_signal_during_start_up_comes_back_as_an_import_error_still_exits_for_the_signal(
     tmp_path: Path, demo_model: Path, edge_sdk: Run, monkeypatch: pytest.MonkeyPatch
 ) -> None:
