@@ -3,7 +3,8 @@
 They join the `fleet` group (fleet_group.py) beside keygen and sign (fleet_keys_commands); the options
 they share, and their parsing, are in fleet_options.py. Every command that talks to devices takes
 `--broker FILE.yaml` (MqttSettings: host, port, tls with the operator's certificate; relative paths
-start from the file's folder, as in agent.yaml; or $EDGE_SDK_FLEET_BROKER).
+start from the file's folder, as in agent.yaml; or $EDGE_SDK_FLEET_BROKER); `resume` and `rollback`
+default to the file `deploy` was given, which the state file keeps.
 Rollouts live in the SQLite file given with `--state` (default ./rollouts.db), so a rollout
 started by `deploy` can be watched with `status`, continued with `resume` after the operator
 stopped, and undone with `rollback`. With `--key OPERATOR.key` (the key devices trust) a failing
@@ -30,7 +31,16 @@ from edge_sdk.fleet.operator.rollout_store import Outcome, RolloutRecord, Rollou
 
 from .context import CliContext
 from .fleet_group import fleet
-from .fleet_options import broker_option, connected_operator, key_option, parse_rate, parse_selector, state_option
+from .fleet_options import (
+    broker_option,
+    connected_operator,
+    key_option,
+    parse_rate,
+    parse_selector,
+    rollout_broker,
+    rollout_broker_option,
+    state_option,
+)
 from .output_format import OutputFormat, format_option
 
 pass_cli = click.make_pass_decorator(CliContext)
@@ -190,6 +200,7 @@ def deploy(
                 artifacts_dir=(artifacts_dir or manifest_path.parent).resolve(),
                 rollout_id=rollout_id,
                 signing_key=key_file,
+                broker_file=broker_file,
             )
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
@@ -209,17 +220,22 @@ def deploy(
 
 @fleet.command("resume")
 @click.argument("rollout_id", metavar="ROLLOUT", required=False)
-@broker_option
+@rollout_broker_option
 @state_option
 @key_option
 @click.option("--offline-wait", default=0.0, show_default=True, help="Seconds to wait for offline devices at the end.")
 def resume(
-    rollout_id: str | None, broker_file: Path, state_file: Path, key_file: Path | None, offline_wait: float
+    rollout_id: str | None, broker_file: Path | None, state_file: Path, key_file: Path | None, offline_wait: float
 ) -> None:
-    """Continue a rollout after the operator stopped (devices already done are not sent it again)."""
+    """Continue a rollout after the operator stopped (devices already done are not sent it again).
+
+    The broker file and signing key `deploy` was given are kept in the state file; --broker and --key override them.
+    """
+    _state_exists(state_file)
     with RolloutStore(state_file) as store:
         rollout_id = _rollout_id(store, rollout_id)
-        with connected_operator(broker_file) as operator:
+        broker = rollout_broker(broker_file, store.load(rollout_id).spec.broker_file, rollout_id)
+        with connected_operator(broker) as operator:
             final = RolloutRunner(
                 operator, store, rollout_id, offline_wait_s=offline_wait, on_change=_echo_change, signing_key=key_file
             ).run()
@@ -236,8 +252,7 @@ def status(ctx: CliContext, rollout_id: str | None, state_file: Path, output_for
 
     Read from the state file only; `fleet resume` picks up what offline devices reported since.
     """
-    if not state_file.exists():
-        raise ConfigError(f"{state_file}: no rollout state file here (give --state)")
+    _state_exists(state_file)
     with RolloutStore(state_file) as store:
         record = store.load(_rollout_id(store, rollout_id))
     if output_format == "json":
@@ -261,18 +276,21 @@ def status(ctx: CliContext, rollout_id: str | None, state_file: Path, output_for
 
 @fleet.command("rollback")
 @click.argument("rollout_id", metavar="ROLLOUT", required=False)
-@broker_option
+@rollout_broker_option
 @state_option
 @key_option
-def rollback(rollout_id: str | None, broker_file: Path, state_file: Path, key_file: Path | None) -> None:
+def rollback(rollout_id: str | None, broker_file: Path | None, state_file: Path, key_file: Path | None) -> None:
     """Roll back every device a rollout activated, each to the version it ran before.
 
     With --key (or the key file given to `deploy`) each device gets a rollback manifest signed for it;
-    else the rollout's --rollback-manifest, else its previous desired state.
+    else the rollout's --rollback-manifest, else its previous desired state. The broker file is the one
+    `deploy` was given unless --broker says otherwise.
     """
+    _state_exists(state_file)
     with RolloutStore(state_file) as store:
         rollout_id = _rollout_id(store, rollout_id)
-        with connected_operator(broker_file) as operator:
+        broker = rollout_broker(broker_file, store.load(rollout_id).spec.broker_file, rollout_id)
+        with connected_operator(broker) as operator:
             record = roll_back_rollout(operator, store, rollout_id, signing_key=key_file)
     _summary(record)
     if any(d.outcome is Outcome.ACTIVE for d in record.devices):
@@ -280,6 +298,11 @@ def rollback(rollout_id: str | None, broker_file: Path, state_file: Path, key_fi
 
 
 # ---------------------------------------------------------------- output
+
+
+def _state_exists(state_file: Path) -> None:
+    if not state_file.exists():
+        raise ConfigError(f"{state_file}: no rollout state file here (give --state)")
 
 
 def _rollout_id(store: RolloutStore, given: str | None) -> str:

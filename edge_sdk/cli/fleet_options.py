@@ -35,6 +35,32 @@ def broker_option(command: Callable[..., Any]) -> Callable[..., Any]:
     )(command)
 
 
+def rollout_broker_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    """`--broker` for commands on a recorded rollout: optional, the file `deploy` used is kept in the state."""
+    return click.option(
+        "--broker",
+        "broker_file",
+        envvar="EDGE_SDK_FLEET_BROKER",
+        type=click.Path(path_type=Path, dir_okay=False),
+        help="Broker settings YAML; default: the one the rollout was deployed with (kept in --state).",
+    )(command)
+
+
+def rollout_broker(given: Path | None, recorded: Path | None, rollout_id: str) -> Path:
+    """The broker file for a recorded rollout: `given` (--broker) wins, else the one `deploy` kept."""
+    if given is not None:
+        return given
+    if recorded is None:
+        raise ConfigError(
+            f"rollout {rollout_id} has no broker file recorded (deployed by an older edge-sdk): give --broker"
+        )
+    if not recorded.is_file():
+        raise ConfigError(
+            f"rollout {rollout_id} was deployed with the broker file {recorded}, which is gone: give --broker"
+        )
+    return recorded
+
+
 def key_option(command: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
         "--key",

@@ -184,12 +184,12 @@ def test_fleet_deploy_status_rollback_when_all_succeed_then_every_device_is_acco
     assert [(r[0], r[2], r[3]) for r in rows] == [(n, "active", "command") for n in NAMES]
     code, out, _ = edge_sdk("fleet", "status", "lobby-v2", "--state", state, "--json")
     assert json.loads(out)["counts"]["active"] == 3
-    # and resuming a finished rollout sends nothing again
+    # and resuming a finished rollout, as the README writes it (no --broker: deploy's is kept), sends nothing again
     deploys = [sim.commands["deploy"] for sim in sims]
-    code, out, err = edge_sdk("fleet", "resume", "lobby-v2", "--broker", broker_yaml, "--state", state)
+    code, out, err = edge_sdk("fleet", "resume", "lobby-v2", "--state", state)
     assert code == 0, err
     assert "rollout lobby-v2: completed" in out and [sim.commands["deploy"] for sim in sims] == deploys
-    # when it is rolled back
+    # when it is rolled back (--broker still overrides the kept file)
     code, out, err = edge_sdk("fleet", "rollback", "lobby-v2", "--broker", broker_yaml, "--state", state)
     assert code == 0, err
     assert "rolled_back" in out and "3 rolled_back" in out
@@ -271,3 +271,33 @@ def test_fleet_deploy_when_the_key_file_is_missing_then_one_line_error(
         "--key", tmp_path / "nope.key",
     )  # fmt: skip
     assert code == 2 and "nope.key" in err and "not found" in err
+
+
+def test_fleet_resume_when_the_broker_file_deploy_used_is_gone_then_asks_for_broker_and_takes_it(
+    edge_sdk: Run,
+    broker_yaml: Path,
+    devices: Callable[..., SimDevice],
+    signed: tuple[Path, Path],
+    tmp_path: Path,
+) -> None:
+    # given a rollout deployed with a broker file that was then moved away
+    devices("cam-1")
+    manifest, rollback = signed
+    state = tmp_path / "rollouts.db"
+    moved = tmp_path / "moved.yaml"
+    code, _, err = edge_sdk(
+        "fleet", "deploy", manifest, "--broker", broker_yaml, "--state", state, "--select", "device=cam-1",
+        "--rollback-manifest", rollback, "--id", "moved-v2",
+    )  # fmt: skip
+    assert code == 0, err
+    broker_yaml.rename(moved)
+
+    # when it is resumed without --broker, it says which file it looked for and what to do
+    code, _, err = edge_sdk("fleet", "resume", "moved-v2", "--state", state)
+    assert code == 2
+    assert f"deployed with the broker file {broker_yaml}, which is gone: give --broker" in err, err
+
+    # and with --broker it goes on
+    code, out, err = edge_sdk("fleet", "resume", "moved-v2", "--state", state, "--broker", moved)
+    assert code == 0, err
+    assert "rollout moved-v2: completed" in out

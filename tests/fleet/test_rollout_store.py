@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -93,3 +94,20 @@ def test_store_when_rollout_is_unknown_then_error_names_recent_ones(tmp_path: Pa
 def test_spec_when_a_setting_is_out_of_range_then_it_is_refused(field: str, value: float) -> None:
     with pytest.raises(ValueError, match="expected"):
         spec(**{field: value})
+
+
+def test_store_when_a_file_from_before_broker_file_is_opened_then_it_gains_the_column(tmp_path: Path) -> None:
+    # given a state file whose rollouts table has no broker_file column (an older edge-sdk wrote it)
+    path = tmp_path / "old.db"
+    with RolloutStore(path) as store:
+        rollout_id = store.create(spec(broker_file=Path("/etc/edge-sdk/operator.yaml")), [TargetDevice("cam-1")])
+    db = sqlite3.connect(path)
+    db.execute("ALTER TABLE rollouts DROP COLUMN broker_file")
+    db.commit()
+    db.close()
+
+    # when it is opened again, the old rollout loads without a broker file and a new one keeps its own
+    with RolloutStore(path) as store:
+        assert store.load(rollout_id).spec.broker_file is None
+        newer = store.create(spec(broker_file=Path("/srv/operator.yaml")), [TargetDevice("cam-1")], "newer")
+        assert store.load(newer).spec.broker_file == Path("/srv/operator.yaml")

@@ -54,6 +54,7 @@ def create_rollout(
     artifacts_dir: Path | None = None,
     rollout_id: str | None = None,
     signing_key: SigningKey | None = None,
+    broker_file: Path | None = None,
 ) -> str:
     """Choose the targets from the operator's registry (call `operator.settle()` first) and record the rollout.
 
@@ -62,6 +63,7 @@ def create_rollout(
     `signing_key` (the operator's Ed25519 key, or its PEM file) a failing wave's devices are rolled back
     with a rollback manifest signed for each; a key file's path is kept with the rollout so a restarted
     operator finds it, a key object is not (give it to `RolloutRunner` / `roll_back_rollout` too).
+    `broker_file` (the operator's broker settings) is kept the same way, for `fleet resume` and `rollback`.
     """
     manifest = manifest_of(envelope)
     key_file = signing_key if isinstance(signing_key, Path) else None
@@ -88,5 +90,6 @@ def create_rollout(
         artifacts_dir=artifacts_dir,
         rollback_key_file=key_file.resolve() if key_file is not None else None,
         rollback_key_id=key_id(key.public_key()) if key is not None else None,
+        broker_file=broker_file.resolve() if broker_file is not None else None,
     )
     return store.create(spec, select_targets(operator, envelope, selector), rollout_id)

@@ -39,7 +39,8 @@ CREATE TABLE IF NOT EXISTS rollouts (
     reason TEXT,
     aborted_wave INTEGER,
     rollback_key_file TEXT,
-    rollback_key_id TEXT
+    rollback_key_id TEXT,
+    broker_file TEXT
 );
 CREATE TABLE IF NOT EXISTS rollout_devices (
     rollout_id TEXT NOT NULL REFERENCES rollouts(id),
@@ -68,6 +69,7 @@ ADDED_COLUMNS = (
     ("rollouts", "rollback_key_file", "TEXT"),
     ("rollouts", "rollback_key_id", "TEXT"),
     ("rollout_devices", "rollback_manifest", "BLOB"),
+    ("rollouts", "broker_file", "TEXT"),
 )
 
 
@@ -127,6 +129,8 @@ class RolloutSpec:
     """The operator's private key file that signs a rollback manifest per device (the path only, never the key)."""
     rollback_key_id: str | None = None
     """Id of the key that signs per-device rollback manifests (given as a file or in memory)."""
+    broker_file: Path | None = None
+    """The operator's broker settings file the rollout was started with (`fleet resume` and `rollback` reuse it)."""
 
     def __post_init__(self) -> None:
         if self.first_wave < 1:
@@ -245,8 +249,8 @@ class RolloutStore:
             self._db.execute(
                 "INSERT INTO rollouts (id, created_at, updated_at, deployment_id, version, manifest, "
                 "rollback_manifest, artifacts_dir, selector, first_wave, rate_per_min, abort_threshold, "
-                "command_timeout_s, state, reason, aborted_wave, rollback_key_file, rollback_key_id) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "command_timeout_s, state, reason, aborted_wave, rollback_key_file, rollback_key_id, broker_file) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     rollout_id,
                     now,
@@ -266,6 +270,7 @@ class RolloutStore:
                     None,
                     str(spec.rollback_key_file) if spec.rollback_key_file is not None else None,
                     spec.rollback_key_id,
+                    str(spec.broker_file) if spec.broker_file is not None else None,
                 ),
             )
             self._db.executemany(
@@ -334,7 +339,7 @@ class RolloutStore:
             row = self._db.execute(
                 "SELECT id, created_at, updated_at, deployment_id, version, manifest, rollback_manifest, "
                 "artifacts_dir, selector, first_wave, rate_per_min, abort_threshold, command_timeout_s, state, "
-                "reason, aborted_wave, rollback_key_file, rollback_key_id FROM rollouts WHERE id=?",
+                "reason, aborted_wave, rollback_key_file, rollback_key_id, broker_file FROM rollouts WHERE id=?",
                 (rollout_id,),
             ).fetchone()
             if row is None:
@@ -350,7 +355,7 @@ class RolloutStore:
                 (rollout_id,),
             ).fetchall()
         (rid, created, updated, deployment_id, version, manifest, rollback, artifacts, selector) = row[:9]
-        first_wave, rate, threshold, timeout, state, reason, aborted_wave, key_file, key_id = row[9:]
+        first_wave, rate, threshold, timeout, state, reason, aborted_wave, key_file, key_id, broker = row[9:]
         spec = RolloutSpec(
             manifest=bytes(manifest),
             deployment_id=deployment_id,
@@ -364,6 +369,7 @@ class RolloutStore:
             artifacts_dir=Path(artifacts) if artifacts is not None else None,
             rollback_key_file=Path(key_file) if key_file is not None else None,
             rollback_key_id=key_id,
+            broker_file=Path(broker) if broker is not None else None,
         )
         progress = [
             DeviceProgress(
