@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
 from pathlib import Path
 
 import click
 
 from edge_sdk.core.errors import ConfigError
-from edge_sdk.core.yaml_model import load_yaml_model
-from edge_sdk.fleet.wire.manifest import DEFAULT_MAX_MANIFEST_BYTES, DeploymentManifest, safe_artifact_name
+from edge_sdk.fleet.operator.deployment_file import load_deployment
+from edge_sdk.fleet.wire.manifest import safe_artifact_name
 from edge_sdk.fleet.wire.signing import generate_signing_key, load_private_key, sign_manifest
 
 from .fleet_group import fleet
@@ -46,17 +45,19 @@ def keygen(out_dir: Path, name: str, force: bool) -> None:
     type=click.Path(path_type=Path, dir_okay=False),
     help="Signed manifest to write.",
 )
-def sign(manifest_path: Path, key_path: Path, out_path: Path) -> None:
-    """Check a deployment manifest (YAML) and write it signed, ready to send to devices."""
-    manifest = load_yaml_model(manifest_path, DeploymentManifest)
-    now = datetime.now(timezone.utc)
-    if manifest.is_expired(now):
-        raise ConfigError(
-            f"{manifest_path}: key 'expires_at': expected a time in the future, got {manifest.expires_at.isoformat()}"
-        )
-    size = len(manifest.canonical_json())
-    if size > DEFAULT_MAX_MANIFEST_BYTES:
-        raise ConfigError(f"{manifest_path}: expected at most {DEFAULT_MAX_MANIFEST_BYTES} bytes of JSON, got {size}")
+@click.option(
+    "--artifacts",
+    "artifacts_dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Folder of the inline artifacts, checked against the manifest (default: the manifest's folder).",
+)
+def sign(manifest_path: Path, key_path: Path, out_path: Path, artifacts_dir: Path | None) -> None:
+    """Check a deployment manifest (YAML) and write it signed, ready to send to devices.
+
+    Every problem is listed at once, with its line; inline artifacts must be present beside the file (or
+    in --artifacts) with the manifest's size and SHA-256 (`fleet manifest` writes them).
+    """
+    manifest = load_deployment(manifest_path, artifacts_dir)
     signed = sign_manifest(manifest, load_private_key(key_path))
     _write(out_path, signed.to_bytes())
     click.echo(

@@ -104,3 +104,61 @@ def test_fleet_sign_when_the_key_file_is_missing_refuses_in_one_line(edge_sdk: R
     manifest = write_manifest_yaml(tmp_path / "deploy.yaml")
     code, _, err = edge_sdk("fleet", "sign", manifest, "--key", tmp_path / "nope.key", "--out", tmp_path / "out")
     assert_one_line_error(code, err, "nope.key", "key file not found")
+
+
+def test_fleet_sign_when_the_file_has_several_problems_lists_each_with_its_line(edge_sdk: Run, tmp_path: Path) -> None:
+    # given a deployment file with four problems on lines 2, 3, 6 and 8
+    key = tmp_path / "keys" / "fleet-signing.key"
+    edge_sdk("fleet", "keygen", "--out", tmp_path / "keys")
+    (tmp_path / "deploy.yaml").write_text(
+        """\
+deployment_id: lobby/7
+version: 0
+created_at: 2026-11-01T00:00:00+00:00
+expires_at: 2027-11-01T00:00:00+00:00
+artifacts:
+  - name: ../detector.onnx
+    kind: model
+    size: many
+    sha256: "0000000000000000000000000000000000000000000000000000000000000000"
+    source: {type: inline, chunk_size: 1024, chunk_count: 2}
+""",
+        encoding="utf-8",
+    )
+
+    # when it is signed
+    code, _, err = edge_sdk("fleet", "sign", tmp_path / "deploy.yaml", "--key", key, "--out", tmp_path / "v7.signed")
+
+    # then all four are listed under one error line, each with its line and key, and nothing is written
+    assert code == 2
+    lines = err.splitlines()
+    assert lines[0] == f"error: {tmp_path / 'deploy.yaml'}: 4 problems:", err
+    problems = [line.strip() for line in lines[1:]]
+    where = str(tmp_path / "deploy.yaml")
+    assert [p.split(": key ")[0] for p in problems] == [f"{where}:{n}" for n in (1, 2, 6, 8)], err
+    assert "'deployment_id'" in problems[0] and "'lobby/7'" in problems[0]
+    assert "'version'" in problems[1] and "greater than or equal to 1, got 0" in problems[1]
+    assert "'artifacts.0.name'" in problems[2] and "path separators" in problems[2]
+    assert "'artifacts.0.size'" in problems[3] and "'many'" in problems[3]
+    assert "more problem" not in err
+    assert not (tmp_path / "v7.signed").exists()
+
+
+def test_fleet_sign_when_an_artifact_beside_the_file_changed_since_the_manifest_says_so(
+    edge_sdk: Run, tmp_path: Path
+) -> None:
+    # given a manifest whose artifact file beside it is not what the manifest says
+    edge_sdk("fleet", "keygen", "--out", tmp_path / "keys")
+    manifest = write_manifest_yaml(tmp_path / "deploy.yaml")
+    (tmp_path / "detector.onnx").write_bytes(b"a newer model")
+
+    # when it is signed
+    code, _, err = edge_sdk(
+        "fleet", "sign", manifest, "--key", tmp_path / "keys" / "fleet-signing.key", "--out", tmp_path / "v.signed"
+    )
+
+    # then it is refused with the file's real size and the command that fixes it
+    assert_one_line_error(
+        code, err, "deploy.yaml:8", "artifact 'detector.onnx'", "has 13 bytes", "edge-sdk fleet manifest"
+    )
+    assert not (tmp_path / "v.signed").exists()
