@@ -1,4 +1,7 @@
-"""`edge-sdk fleet keygen | sign`: the operator's signing key and signed deployment manifests."""
+"""`edge-sdk fleet keygen | sign`: the operator's signing key and signed deployment manifests.
+
+Importing it also registers `fleet init | manifest` (fleet_init_commands), the deployment file's other tools.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from edge_sdk.fleet.operator.deployment_file import load_deployment
 from edge_sdk.fleet.wire.manifest import safe_artifact_name
 from edge_sdk.fleet.wire.signing import generate_signing_key, load_private_key, sign_manifest
 
+from . import fleet_init_commands  # noqa: F401  (registers fleet init and fleet manifest)
 from .fleet_group import fleet
 
 

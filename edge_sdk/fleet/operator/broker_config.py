@@ -1,0 +1,84 @@
+"""The Mosquitto config and ACL of a fleet, as `fleet init` writes them for one folder.
+
+They say what deploy/mosquitto/mosquitto.conf and deploy/mosquitto/acl say (TLS only, the client
+certificate's common name is the MQTT user, each device only below edge/<device>/, operators
+everywhere), with the folder's absolute paths, so `mosquitto -c broker/mosquitto.conf` runs from any
+working directory. A test keeps DEVICE_ACL equal to the rules of deploy/mosquitto/acl.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+from pathlib import Path
+
+DEVICE_ACL = """\
+pattern write edge/%u/state
+pattern read edge/%u/cmd
+pattern write edge/%u/resp
+pattern read edge/%u/desired
+pattern write edge/%u/reported
+pattern read edge/%u/artifacts/#
+pattern write edge/%u/results/#
+pattern write edge/%u/telemetry/#
+"""
+"""What a device may use: its presence, commands and answers, desired and reported state, artifact
+chunks, results and telemetry, all below edge/<its certificate's name>/."""
+
+LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
+
+
+def acl_text(operators: list[str]) -> str:
+    """The ACL file: the device patterns, then every operator allowed everything below edge/."""
+    lines = [
+        "# edge_sdk fleet ACL: %u is the common name of the client certificate (use_identity_as_username).",
+        "# Devices: each one only below edge/<its name>/.",
+        DEVICE_ACL.rstrip("\n"),
+        "# Operators: everything below edge/ (one 'user' line and its topic line per operator certificate).",
+    ]
+    for name in operators:
+        lines += [f"user {name}", "topic readwrite edge/#"]
+    return "\n".join(lines) + "\n"
+
+
+def mosquitto_config(folder: Path, host: str, port: int) -> str:
+    """mosquitto.conf for the broker files in `folder` (ca.pem, broker.pem, broker.key, acl; data/ and a log)."""
+    folder = folder.resolve()
+    bind = f" {host}" if host in LOCAL_HOSTS else ""
+    lines = [
+        "# Mosquitto 2 for an edge_sdk fleet, written by `edge-sdk fleet init`: TLS only, every client",
+        "# proves who it is with a certificate of the fleet CA, whose common name is its MQTT user name.",
+        "per_listener_settings false",
+        "allow_anonymous false",
+        f"acl_file {folder / 'acl'}",
+        "persistence true",
+        f"persistence_location {folder / 'data'}/",
+        "autosave_interval 60",
+        "persistent_client_expiration 14d",
+        "max_queued_messages 10000",
+        "# large enough for inline artifact chunks (at most 16 MiB of data plus a small header)",
+        "max_packet_size 16800000",
+        f"log_dest file {folder / 'mosquitto.log'}",
+        "log_type error",
+        "log_type warning",
+        "log_type notice",
+        "log_type information",
+        "connection_messages true",
+    ]
+    if os.geteuid() == 0:
+        # Started as root, Mosquitto drops to the 'mosquitto' user, who cannot read keys made by root
+        # with mode 0600; as another user this line has no effect.
+        lines.append(f"user {getpass.getuser()}")
+    lines += [
+        f"listener {port}{bind}",
+        "protocol mqtt",
+        f"cafile {folder / 'ca.pem'}",
+        f"certfile {folder / 'broker.pem'}",
+        f"keyfile {folder / 'broker.key'}",
+        "tls_version tlsv1.2",
+        "require_certificate true",
+        "use_identity_as_username true",
+        "# the client id is replaced by the certificate's name, so no client can take over another's session",
+        "use_username_as_clientid true",
+    ]
+    return "\n".join(lines) + "\n"
