@@ -28,6 +28,7 @@ SINK_EXAMPLES: dict[str, dict[str, Any]] = {
     "mqtt": {"type": "mqtt", "broker": {"host": "127.0.0.1", "port": 1}},
     "callable": {"type": "callable", "function": "tests.pipeline.crashing_sinks:sleep_30ms"},
     "agent": {"type": "agent"},
+    "preview": {"type": "preview", "port": 0},
 }
 """A spec of every sink kind; paths are made absolute in a temporary folder."""
 
@@ -66,7 +67,7 @@ def test_sink_kind_is_chosen_by_its_type_and_builds_a_sink(
     assert type(spec.after_restart(1)) is SINKS[kind]
 
 
-@pytest.mark.parametrize("kind", ["jsonl", "stdout", "video", "callable"])
+@pytest.mark.parametrize("kind", ["jsonl", "stdout", "video", "callable", "preview"])
 def test_sink_kinds_that_need_nothing_outside_take_a_result(kind: str, tmp_path: Path) -> None:
     sink = sink_spec(kind, tmp_path).build("contract")
     result = Result(FrameMeta("cam", 0, 0.0, 64, 48), (Detection(1, 2, 30, 40, 0.9, 0, "person"),))

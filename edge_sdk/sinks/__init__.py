@@ -15,10 +15,13 @@ from .callable import CallableSinkSpec
 from .fanout import SinkFanout
 from .jsonl import JsonlSinkSpec
 from .mqtt import MqttSinkSpec
+from .preview import PreviewSinkSpec
 from .stdout import StdoutSinkSpec
 from .video import VideoSinkSpec
 
-AnySinkSpec = JsonlSinkSpec | StdoutSinkSpec | VideoSinkSpec | MqttSinkSpec | CallableSinkSpec | AgentSinkSpec
+AnySinkSpec = (
+    JsonlSinkSpec | StdoutSinkSpec | VideoSinkSpec | MqttSinkSpec | CallableSinkSpec | AgentSinkSpec | PreviewSinkSpec
+)
 """Every kind of sink, declared once: the pipeline file's union, the names and the lookup come from it."""
 SinkSpec = Annotated[AnySinkSpec, Field(discriminator="type")]
 
