@@ -31,8 +31,10 @@ def make_model(
     return model
 
 
-def _save(graph: onnx.GraphProto, path: Path) -> Path:
+def _save(graph: onnx.GraphProto, path: Path, metadata: dict[str, str] | None = None) -> Path:
     model = make_model(graph)
+    if metadata:
+        helper.set_model_props(model, metadata)
     onnx.checker.check_model(model)
     path.parent.mkdir(parents=True, exist_ok=True)
     onnx.save(model, str(path))
@@ -200,3 +202,100 @@ def fixed_batch_reshape_classifier(path: Path, classes: int = 4, size: int = 8) 
         inits,
     )
     return _save(graph, path)
+
+
+COLOUR_LABELS = ("red", "green", "blue")
+"""The classes of the colour models below, in channel order (the models take RGB)."""
+BOX_SIDE = 0.2
+"""Side of every box the colour detector proposes, as a fraction of its input side."""
+
+
+def _colour_weights(gain: float, offset: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per class c: gain * (channel c - mean of the other two) - offset, as [3, 3] weights and [3] bias."""
+    weights = gain * (np.eye(3, dtype=np.float32) * 1.5 - 0.5)
+    return weights, np.full(3, -offset, np.float32)
+
+
+def _ultralytics_metadata(size: int, task: str) -> dict[str, str]:
+    """Metadata as an Ultralytics export writes it: class names as a dict literal, the input size [h, w]."""
+    names = "{" + ", ".join(f"{i}: {name!r}" for i, name in enumerate(COLOUR_LABELS)) + "}"
+    return {"names": names, "imgsz": f"[{size}, {size}]", "task": task}
+
+
+def colour_yolov8(path: Path, size: int = 320) -> Path:
+    """A YOLOv8-shaped colour detector: float32 NCHW RGB [1, 3, size, size] (0..1) -> `output0`
+    [1, 4 + 3, anchors], like an Ultralytics export without NMS (2100 anchors at 320).
+
+    Each anchor sits on a cell of the strides 8, 16 and 32 and proposes a box twice the stride wide,
+    centred on the cell (cx, cy, w, h in input pixels); its class scores are a sigmoid of how much
+    the averaged box area leans to red, green or blue. Real ONNX, meaningful on any photo: the
+    astronaut's orange suit and the flag score as red. Metadata carries the class names.
+    """
+    weights, bias = _colour_weights(gain=20.0, offset=8.0)
+    inits = [
+        numpy_helper.from_array(weights.reshape(3, 3, 1, 1), "colour_w"),
+        numpy_helper.from_array(bias, "colour_b"),
+        numpy_helper.from_array(np.array([1, 3, -1], np.int64), "flat_shape"),
+    ]
+    nodes, scores, boxes = [], [], []
+    for stride in (8, 16, 32):
+        cells = size // stride
+        nodes += [
+            helper.make_node(
+                "AveragePool",
+                ["images"],
+                [f"pool{stride}"],
+                kernel_shape=[2 * stride] * 2,
+                strides=[stride] * 2,
+                pads=[stride // 2] * 4,
+                count_include_pad=0,
+            ),
+            helper.make_node("Conv", [f"pool{stride}", "colour_w", "colour_b"], [f"lean{stride}"]),
+            helper.make_node("Sigmoid", [f"lean{stride}"], [f"score{stride}"]),
+            # Only local peaks score, so one coloured area gives a few boxes, not a carpet of them.
+            helper.make_node(
+                "MaxPool", [f"score{stride}"], [f"peak{stride}"], kernel_shape=[3, 3], strides=[1, 1], pads=[1] * 4
+            ),
+            helper.make_node("Equal", [f"score{stride}", f"peak{stride}"], [f"is_peak{stride}"]),
+            helper.make_node("Cast", [f"is_peak{stride}"], [f"peak_mask{stride}"], to=TensorProto.FLOAT),
+            helper.make_node("Mul", [f"score{stride}", f"peak_mask{stride}"], [f"kept{stride}"]),
+            helper.make_node("Reshape", [f"kept{stride}", "flat_shape"], [f"flat{stride}"]),
+        ]
+        scores.append(f"flat{stride}")
+        centres = (np.arange(cells, dtype=np.float32) + 0.5) * stride
+        cy, cx = np.meshgrid(centres, centres, indexing="ij")
+        side = np.full(cells * cells, BOX_SIDE * size, np.float32)
+        boxes.append(np.stack([cx.ravel(), cy.ravel(), side, side]))
+    inits.append(numpy_helper.from_array(np.concatenate(boxes, axis=1)[np.newaxis], "anchor_boxes"))
+    nodes += [
+        helper.make_node("Concat", scores, ["class_scores"], axis=2),
+        helper.make_node("Concat", ["anchor_boxes", "class_scores"], ["output0"], axis=1),
+    ]
+    anchors = sum((size // stride) ** 2 for stride in (8, 16, 32))
+    graph = helper.make_graph(
+        nodes,
+        "colour_yolov8",
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, size, size])],
+        [helper.make_tensor_value_info("output0", TensorProto.FLOAT, [1, 4 + len(COLOUR_LABELS), anchors])],
+        inits,
+    )
+    return _save(graph, path, _ultralytics_metadata(size, "detect"))
+
+
+def colour_classifier(path: Path, size: int = 64) -> Path:
+    """A colour classifier: float32 NCHW RGB [1, 3, size, size] (0..1) -> logits [1, 3] (red, green,
+    blue: how much the whole frame leans to each), names in the metadata like an Ultralytics export."""
+    weights, bias = _colour_weights(gain=10.0, offset=0.0)
+    nodes = [
+        helper.make_node("GlobalAveragePool", ["images"], ["pool"]),
+        helper.make_node("Flatten", ["pool"], ["flat"]),
+        helper.make_node("Gemm", ["flat", "colour_w", "colour_b"], ["logits"], transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "colour_classifier",
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, size, size])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, len(COLOUR_LABELS)])],
+        [numpy_helper.from_array(weights, "colour_w"), numpy_helper.from_array(bias, "colour_b")],
+    )
+    return _save(graph, path, _ultralytics_metadata(size, "classify"))
