@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "compare": ("edge_sdk.cli.quantization_commands", "compare"),
     "sensitivity": ("edge_sdk.cli.quantization_commands", "sensitivity"),
     "run": ("edge_sdk.cli.pipeline_commands", "run"),
+    "detect": ("edge_sdk.cli.detect_commands", "detect"),
     "doctor": ("edge_sdk.cli.system_commands", "doctor"),
     "schema": ("edge_sdk.cli.system_commands", "schema"),
     "fleet": ("edge_sdk.cli.fleet_group", "fleet", "edge_sdk.cli.fleet_commands", "edge_sdk.cli.fleet_keys_commands"),
@@ -32,7 +33,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
 """Each command: its module and name, then the modules that add its subcommands. Only the command in
 use is imported, so `edge-sdk run` loads neither the fleet, the graph tools (onnx) nor the INT8 toolkit."""
 
-HANDLES_STOP_SIGNALS = frozenset({"run"})
+HANDLES_STOP_SIGNALS = frozenset({"run", "detect"})
 """Commands that install their own SIGINT/SIGTERM handlers first thing: the start-up guard stays until
 they do, so no signal falls between the two. Every other command gets Python's handlers back once its
 module is loaded (a Ctrl-C is then a KeyboardInterrupt: one line, exit 130)."""

@@ -1,4 +1,5 @@
-"""`edge-sdk run PIPELINE.yaml`: run a pipeline, print what it did, exit for how it ended."""
+"""`edge-sdk run PIPELINE.yaml`: run a pipeline, print what it did, exit for how it ended; `run_and_report`
+and `run_options` do the same for any command that makes a pipeline (`edge-sdk detect`)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 import math
 import signal
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any, NoReturn
@@ -32,36 +34,72 @@ FileState = tuple[int, int, int]
 """What tells a file this run wrote from one it found: (inode, size, mtime in ns)."""
 
 
+def run_options(command: Callable[..., None]) -> Callable[..., None]:
+    """The options every command that runs a pipeline takes (`run`, `detect`): the profile, the
+    output for scripts and the live stage table."""
+    for option in reversed(
+        (
+            click.option("--profile", "profile_name", help="Device profile (default: the file's, else detected)."),
+            click.option(
+                "--json",
+                "as_json",
+                is_flag=True,
+                help="Print the run summary as one JSON document, and nothing else on stdout: a stdout sink's "
+                "lines go to stderr.",
+            ),
+            click.option(
+                "--jsonl",
+                "as_jsonl",
+                is_flag=True,
+                help="Stream each frame's result as one line of JSON on stdout, and nothing else there: a stdout "
+                "sink's lines and the summary go to stderr.",
+            ),
+            click.option("--stats", is_flag=True, help="Show a live table of stages, frame rings and latency."),
+        )
+    ):
+        command = option(command)
+    return command
+
+
 @click.command()
 @click.argument("pipeline", type=click.Path(path_type=Path, dir_okay=False))
-@click.option("--profile", "profile_name", help="Device profile (default: the file's, else detected).")
-@click.option(
-    "--json",
-    "as_json",
-    is_flag=True,
-    help="Print the run summary as one JSON document, and nothing else on stdout: a stdout sink's lines go to stderr.",
-)
-@click.option(
-    "--jsonl",
-    "as_jsonl",
-    is_flag=True,
-    help="Stream each frame's result as one line of JSON on stdout, and nothing else there: a stdout "
-    "sink's lines and the summary go to stderr.",
-)
-@click.option("--stats", is_flag=True, help="Show a live table of stages, frame rings and latency.")
+@run_options
 @pass_cli
 def run(ctx: CliContext, pipeline: Path, profile_name: str | None, as_json: bool, as_jsonl: bool, stats: bool) -> None:
     """Run a pipeline file until its sources end. Ctrl-C or SIGTERM drains it and stops it (exit 128 + the signal)."""
+    run_and_report(ctx, lambda: load_pipeline(pipeline), profile_name, as_json=as_json, as_jsonl=as_jsonl, stats=stats)
+
+
+def run_and_report(
+    ctx: CliContext,
+    make_config: Callable[[], PipelineConfig],
+    profile_name: str | None,
+    *,
+    as_json: bool,
+    as_jsonl: bool,
+    stats: bool,
+) -> None:
+    """Run the pipeline `make_config` returns, print its summary (or the JSON document) and exit for
+    how it ended: what `edge-sdk run` does, for any command that makes a pipeline. `make_config` runs
+    under the stop-signal handlers, so a Ctrl-C while it loads or guesses ends the start-up in one line."""
     if as_json and as_jsonl:
         raise click.UsageError("--json and --jsonl both print on stdout: choose one")
     with _StopSignals() as signals:
         try:
-            config = load_pipeline(pipeline)
-            if as_json or as_jsonl:
-                config = _stdout_for_scripts(config, results_as_jsonl=as_jsonl)
-            profile = ctx.profile(profile_name or config.profile)
-            found = _file_states(_output_candidates(config))
-            summary = _run(ctx, config, profile, signals, stats)
+            try:
+                config = make_config()
+                if as_json or as_jsonl:
+                    config = _stdout_for_scripts(config, results_as_jsonl=as_jsonl)
+                profile = ctx.profile(profile_name or config.profile)
+                found = _file_states(_output_candidates(config))
+                summary = _run(ctx, config, profile, signals, stats)
+            except Exception:
+                # A signal that lands inside a C extension's import (numpy's, onnxruntime's, onnx's)
+                # comes back as that extension's ImportError: the signal, not the error, is why the
+                # start-up ended.
+                if signals.first is not None and not signals.started:
+                    raise _StartInterrupted(signals.first) from None
+                raise
         except _StartInterrupted as stopped:
             signals.settle()
             if as_json:
@@ -92,12 +130,6 @@ def _run(
         if live:
             live.start()
         return run_pipeline(config, profile, ctx.cache, stop=signals.stop, on_status=on_status, on_snapshot=on_snapshot)
-    except Exception:
-        # A signal that lands inside a C extension's import (numpy's, onnxruntime's) comes back as
-        # that extension's ImportError: the signal, not the error, is why the start-up ended.
-        if signals.first is not None and not signals.started:
-            raise _StartInterrupted(signals.first) from None
-        raise
     finally:
         if live:
             live.stop()
