@@ -100,7 +100,7 @@ def test_staging_when_an_artifact_hash_differs_refuses_it_and_current_is_unchang
         with pytest.raises(ArtifactHashError, match="expected 3200 bytes with sha256"):
             staging.add_bytes("detector.onnx", payload_for(2)[:-1] + b"x")
         assert staging.missing == ["detector.onnx"]
-        with pytest.raises(ArtifactError, match=r"artifacts not written yet: \['detector.onnx'\]"):
+        with pytest.raises(ArtifactError, match=r"artifacts not written yet: detector.onnx$"):
             staging.commit()
     assert store.current_version() == 1 and store.versions() == [1]
     assert list((store.root / "staging").iterdir()) == [], "an abandoned staging is removed"
@@ -164,7 +164,7 @@ def test_store_discard_version_when_a_staged_version_failed_removes_it_but_never
 
 def test_store_activate_when_the_version_was_never_committed_refuses(store: ArtifactStore) -> None:
     installed(store, 1)
-    with pytest.raises(ArtifactError, match=r"version 7 is not in the store; expected one of \[1\]"):
+    with pytest.raises(ArtifactError, match=r"version 7 is not in the store; expected one of 1$"):
         store.activate(7)
     assert store.current_version() == 1
 

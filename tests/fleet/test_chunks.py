@@ -182,7 +182,7 @@ def test_assembler_when_finished_early_says_how_many_chunks_are_missing(
 ) -> None:
     with ChunkAssembler(transfer, artifact) as assembler:
         assembler.accept(*chunks[0])
-        with pytest.raises(ChunkError, match=r"incomplete: 10 of 11 chunks missing \(first: \[1, 2"):
+        with pytest.raises(ChunkError, match=r"incomplete: 10 of 11 chunks missing \(first: 1, 2, 3"):
             assembler.finish()
 
 

@@ -125,7 +125,7 @@ def test_decode_manifest_when_chunk_count_does_not_cover_the_size_refuses() -> N
 def test_decode_manifest_when_artifact_names_repeat_refuses() -> None:
     data = manifest_data(1)
     data["artifacts"].append(data["artifacts"][0])
-    with pytest.raises(ManifestFormatError, match=r"must be unique, got \['detector.onnx'\]"):
+    with pytest.raises(ManifestFormatError, match=r"must be unique, got detector.onnx more than once"):
         decode_manifest(encode(data))
 
 
@@ -157,13 +157,13 @@ def test_target_selector_when_empty_selects_every_device() -> None:
     ("selector", "selected", "why"),
     [
         ({"device_ids": ["box-1", "box-17"]}, True, None),
-        ({"device_ids": ["box-1"]}, False, "expected a device id in ['box-1'], this device is 'box-17'"),
+        ({"device_ids": ["box-1"]}, False, "expected a device id among box-1, this device is 'box-17'"),
         ({"profiles": ["arm-cpu", "x86-cpu"]}, True, None),
         ({"profiles": ["arm-cpu"]}, False, "this device has profile 'x86-cpu'"),
         ({"labels": {"site": "lyon", "line": "3"}}, True, None),
-        ({"labels": {"site": "lyon", "line": "4"}}, False, "expected label line='4', this device has line='3'"),
+        ({"labels": {"site": "lyon", "line": "4"}}, False, "expected label line=4, this device has line=3"),
         ({"labels": {"floor": "2"}}, False, "this device has no label 'floor'"),
-        ({"device_ids": ["box-17"], "profiles": ["arm-cpu"]}, False, "expected a profile in ['arm-cpu']"),
+        ({"device_ids": ["box-17"], "profiles": ["arm-cpu"]}, False, "expected a profile among arm-cpu, this device"),
         ({"device_ids": ["box-17"], "profiles": ["x86-cpu"], "labels": {"site": "lyon"}}, True, None),
     ],
 )
@@ -228,3 +228,12 @@ def test_decode_manifest_when_a_valid_manifest_is_mutated_raises_only_format_err
         return
     for artifact in manifest.artifacts:  # whatever still decodes has only safe names
         assert safe_artifact_name(artifact.name) == artifact.name
+
+
+def test_decode_manifest_when_several_keys_are_wrong_names_each_in_one_line() -> None:
+    data = {**manifest_data(1), "version": 0, "deployment_id": "lobby/1"}
+    with pytest.raises(ManifestFormatError) as refused:
+        decode_manifest(json.dumps(data).encode())
+    message = str(refused.value)
+    assert "key 'deployment_id'" in message and "key 'version'" in message and "; " in message
+    assert "more problem" not in message and "\n" not in message

@@ -262,7 +262,7 @@ def test_deploy_when_a_rollback_names_a_version_no_longer_kept_refuses_it(
     running_v5: ArtifactStore, deploy: Deploy, operator_keys: Keys
 ) -> None:
     with pytest.raises(
-        ManifestRollbackError, match=r"version 2: that version is no longer on this device; expected one of \[3, 5\]"
+        ManifestRollbackError, match=r"version 2: that version is no longer on this device; expected one of 3, 5$"
     ):
         deploy(signed(operator_keys, 2, rollback=True, created_at=(NOW - timedelta(hours=1)).isoformat()))
     assert_still_on_v5(running_v5)

@@ -90,7 +90,10 @@ class ArtifactStore:
         if folder.is_symlink() or not folder.is_dir():
             if folder.is_symlink():
                 raise ArtifactPathError(f"{folder}: expected a version folder, got a symlink")
-            raise ArtifactError(f"version {version} is not in the store; expected one of {self.versions()}")
+            raise ArtifactError(
+                f"version {version} is not in the store; expected one of "
+                + (", ".join(str(v) for v in self.versions()) or "none (the store holds no version)")
+            )
         return folder
 
     def artifact_path(self, name: str, version: int | None = None) -> Path:

@@ -66,7 +66,7 @@ def compare_outputs(
             return f"expected an output '{name}', the engine has {', '.join(sorted(actual)) or 'none'}"
         got = np.asarray(actual[name])
         if got.shape != want.shape:
-            return f"output '{name}': expected shape {list(want.shape)}, got {list(got.shape)}"
+            return f"output '{name}': expected shape {_shape(want.shape)}, got {_shape(got.shape)}"
         got64 = got.astype(np.float64)
         want64 = want.astype(np.float64)
         if not np.all(np.isfinite(got64) | ~np.isfinite(want64)):
@@ -126,3 +126,8 @@ def run_health_check(
     facts["health_check"] = "passed"
     log.info("version %d: health check of %s passed", version, model)
     return facts
+
+
+def _shape(shape: tuple[int, ...]) -> str:
+    """A shape as people write it: 1x3x8x8 (a scalar's is 'scalar')."""
+    return "x".join(str(n) for n in shape) or "scalar"

@@ -141,7 +141,9 @@ class Staging:
     def commit(self) -> int:
         """Make the staged files version `manifest.version` on disk (current is not touched)."""
         if self.missing:
-            raise ArtifactError(f"version {self.manifest.version}: artifacts not written yet: {self.missing}")
+            raise ArtifactError(
+                f"version {self.manifest.version}: artifacts not written yet: {', '.join(self.missing)}"
+            )
         write_file_atomically(self.folder / "manifest.json", self.manifest.canonical_json())
         if self._signed is not None:
             write_file_atomically(self.folder / "manifest.signed", self._signed)

@@ -103,7 +103,7 @@ def decode_chunk(payload: bytes, max_bytes: int = MAX_CHUNK_MESSAGE_BYTES) -> Ch
         raise ChunkError(f"chunk: expected a header of {_HEADER.size} bytes, got {len(payload)} bytes in all")
     magic, fmt, version, index, count, digest, name_length = _HEADER.unpack_from(payload)
     if magic != CHUNK_MAGIC:
-        raise ChunkError(f"chunk: expected magic {CHUNK_MAGIC!r}, got {magic!r}")
+        raise ChunkError(f"chunk: expected magic bytes {CHUNK_MAGIC.hex()}, got {magic.hex() or 'none'}")
     if fmt != CHUNK_FORMAT:
         raise ChunkError(f"chunk: expected format {CHUNK_FORMAT}, got {fmt}")
     if index >= count:
@@ -220,7 +220,7 @@ class ChunkAssembler:
             missing = self.missing(limit=10)
             raise ChunkError(
                 f"transfer of '{self.artifact.name}' is incomplete: {self.total - self._received} of "
-                f"{self.total} chunks missing (first: {missing})"
+                f"{self.total} chunks missing (first: {', '.join(map(str, missing))})"
             )
         os.fsync(self._data_fd)
         got, size = sha256_file(self._data_path)

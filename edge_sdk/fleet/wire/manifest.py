@@ -29,6 +29,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from edge_sdk.core.errors import ManifestFormatError, ManifestTooLargeError
+from edge_sdk.fleet.wire.validation_text import describe_validation_error, names_text, short_text
 
 MANIFEST_FORMAT: Final = 1
 DEFAULT_MAX_MANIFEST_BYTES = 256 * 1024
@@ -180,14 +181,14 @@ class TargetSelector(BaseModel):
     def mismatch(self, device: DeviceIdentity) -> str | None:
         """Why `device` is not selected (the first failing criterion), or None when it is."""
         if self.device_ids and device.device_id not in self.device_ids:
-            return f"expected a device id in {_short(self.device_ids)}, this device is '{device.device_id}'"
+            return f"expected a device id among {names_text(self.device_ids)}, this device is '{device.device_id}'"
         if self.profiles and device.profile not in self.profiles:
-            return f"expected a profile in {_short(self.profiles)}, this device has profile '{device.profile}'"
+            return f"expected a profile among {names_text(self.profiles)}, this device has profile '{device.profile}'"
         for key, value in self.labels.items():
             if key not in device.labels:
-                return f"expected label {key}={value!r}, this device has no label '{key}'"
+                return f"expected label {key}={value}, this device has no label '{key}'"
             if device.labels[key] != value:
-                return f"expected label {key}={value!r}, this device has {key}={device.labels[key]!r}"
+                return f"expected label {key}={value}, this device has {key}={device.labels[key]}"
         return None
 
     def matches(self, device: DeviceIdentity) -> bool:
@@ -252,7 +253,9 @@ class DeploymentManifest(BaseModel):
         names = [a.name for a in self.artifacts]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
-            raise PydanticCustomError("unique_names", f"artifact names must be unique, got {duplicates} more than once")
+            raise PydanticCustomError(
+                "unique_names", f"artifact names must be unique, got {names_text(duplicates)} more than once"
+            )
         if self.health_check is not None:
             self._check_health_references(self.health_check)
         return self
@@ -339,57 +342,11 @@ def decode_json_object(payload: bytes, max_bytes: int, what: str) -> dict[str, A
     return data
 
 
-def describe_validation_error(exc: ValidationError, document: Any = None) -> str:
-    """One line for the first problem: the key path, what was wrong, and what came (shortened)."""
-    errors = exc.errors()
-    error = errors[0]
-    key = ".".join(str(part) for part in _document_path(tuple(error["loc"]), document))
-    message = error["msg"]
-    if error["type"] == "missing":
-        message = "required key is missing"
-    elif error["type"] == "extra_forbidden":
-        message = "unknown key"
-    elif not isinstance(error.get("input"), dict | list):
-        message = f"{message}, got {_json_scalar(error.get('input'))}"
-    more = len(errors) - 1
-    suffix = f" (+{more} more problem{'s' if more > 1 else ''})" if more else ""
-    return f"key '{key}': {message}{suffix}" if key else f"{message}{suffix}"
-
-
-def _document_path(loc: tuple[Any, ...], document: Any) -> tuple[Any, ...]:
-    """pydantic's error location without the parts that are not keys of the document (union tags)."""
-    if document is None:
-        return loc
-    path: tuple[Any, ...] = ()
-    node = document
-    for index, part in enumerate(loc):
-        if isinstance(node, dict) and part == node.get("type") and index != len(loc) - 1:
-            continue  # the tag of a union keyed on `type:`
-        if (isinstance(node, dict) and part in node) or (
-            isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
-        ):
-            node = node[part]
-        elif index != len(loc) - 1:
-            continue
-        path += (part,)
-    return path
-
-
-def _short(value: object, limit: int = 80) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _json_scalar(value: object) -> str:
-    """A scalar of a JSON document as JSON writes it (null, true, false), else as `_short` does."""
-    return json.dumps(value) if value is None or isinstance(value, bool) else _short(value)
-
-
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for key, value in pairs:
         if key in result:
-            raise ValueError(f"duplicate key {_short(key)}")
+            raise ValueError(f"duplicate key {short_text(key)}")
         result[key] = value
     return result
 

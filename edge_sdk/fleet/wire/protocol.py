@@ -24,8 +24,9 @@ from typing import Annotated, Any, Final, Literal, TypeVar
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
 from edge_sdk.core.errors import FleetError, ManifestFormatError, ManifestTooLargeError
-from edge_sdk.fleet.wire.manifest import IDENTIFIER_PATTERN, MAX_VERSION, decode_json_object, describe_validation_error
+from edge_sdk.fleet.wire.manifest import IDENTIFIER_PATTERN, MAX_VERSION, decode_json_object
 from edge_sdk.fleet.wire.signing import DEFAULT_MAX_SIGNED_BYTES
+from edge_sdk.fleet.wire.validation_text import describe_validation_error
 
 log = logging.getLogger(__name__)
 

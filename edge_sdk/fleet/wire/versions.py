@@ -66,7 +66,7 @@ class VersionState:
                 f"rollback to version {version}: expected a version below the active version {self.current}"
             )
         if version not in self.kept:
-            kept = sorted(self.kept)
+            kept = ", ".join(str(v) for v in sorted(self.kept)) or "none (it keeps no other version)"
             raise ManifestRollbackError(
                 f"rollback to version {version}: that version is no longer on this device; expected one of {kept}"
             )
