@@ -22,8 +22,9 @@ from typing import Any
 import click
 from rich.markup import escape
 
-from edge_sdk.core.errors import ConfigError
-from edge_sdk.fleet.operator.client import DeviceRecord
+from edge_sdk.core.errors import ConfigError, EdgeSDKError
+from edge_sdk.fleet.operator.client import DeviceRecord, manifest_of
+from edge_sdk.fleet.operator.deployment_file import artifact_file_problems, raise_problems
 from edge_sdk.fleet.operator.rollout import RolloutRunner
 from edge_sdk.fleet.operator.rollout_plan import create_rollout
 from edge_sdk.fleet.operator.rollout_rollback import roll_back_rollout
@@ -185,6 +186,12 @@ def deploy(
     rollback = _read(rollback_manifest, "rollback manifest") if rollback_manifest is not None else None
     rate_per_min = parse_rate(rate)
     selector = parse_selector(select)
+    artifacts = (artifacts_dir or manifest_path.parent).resolve()
+    try:
+        manifest = manifest_of(envelope)
+    except EdgeSDKError as exc:
+        raise ConfigError(f"{manifest_path}: {exc}") from None
+    raise_problems(str(manifest_path), artifact_file_problems(manifest, artifacts, str(manifest_path), require=True))
     with RolloutStore(state_file) as store, connected_operator(broker_file) as operator:
         try:
             new_id = create_rollout(
@@ -197,7 +204,7 @@ def deploy(
                 abort_threshold=abort_threshold,
                 command_timeout_s=timeout,
                 rollback_manifest=rollback,
-                artifacts_dir=(artifacts_dir or manifest_path.parent).resolve(),
+                artifacts_dir=artifacts,
                 rollout_id=rollout_id,
                 signing_key=key_file,
                 broker_file=broker_file,

@@ -176,3 +176,27 @@ def test_fleet_manifest_when_the_rest_of_the_file_is_wrong_says_so_with_lines(ed
     (tmp_path / "model.onnx").write_bytes(b"x")
     code, _, err = edge_sdk("fleet", "manifest", path)
     assert_one_line_error(code, err, f"{path}:2: key 'version'", "'three'")
+
+
+def test_fleet_deploy_when_an_artifact_is_missing_says_which_before_it_contacts_any_device(
+    edge_sdk: Run, tmp_path: Path
+) -> None:
+    # given the example's version 1, signed, whose model file was then removed
+    folder = tmp_path / "fleet"
+    assert edge_sdk("fleet", "init", folder)[0] == 0
+    release = folder / "release"
+    signed = release / "v1.signed"
+    code, _, err = edge_sdk(
+        "fleet", "sign", release / "deployment.yaml", "--key", folder / "operator" / "signing.key", "--out", signed
+    )
+    assert code == 0, err
+    (release / MODEL.name).unlink()
+
+    # when it is deployed (no broker runs: the check comes first)
+    code, _, err = edge_sdk(
+        "fleet", "deploy", signed, "--broker", folder / "operator" / "operator.yaml", "--state", tmp_path / "r.db"
+    )
+
+    # then the error names the artifact and where it was looked for
+    assert_one_line_error(code, err, str(signed), f"artifact '{MODEL.name}'", f"no file {release / MODEL.name}")
+    assert not (tmp_path / "r.db").exists()

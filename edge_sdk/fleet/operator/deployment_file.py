@@ -67,22 +67,30 @@ def describe_error(error: Any, source: str, lines: dict[KeyPath, int]) -> str:
 
 
 def artifact_file_problems(
-    manifest: DeploymentManifest, folder: Path, source: str, lines: dict[KeyPath, int]
+    manifest: DeploymentManifest,
+    folder: Path,
+    source: str,
+    lines: dict[KeyPath, int] | None = None,
+    require: bool = False,
 ) -> list[str]:
-    """Inline artifacts whose file in `folder` differs from the manifest's size and SHA-256."""
+    """Inline artifacts whose file in `folder` differs from the manifest's size and SHA-256 (or, with
+    `require`, is missing: `fleet deploy` sends them from there)."""
     problems = []
     for index, artifact in enumerate(manifest.artifacts):
         if not isinstance(artifact.source, InlineSource):
             continue
-        where = f"{source}:{lines.get(('artifacts', index), '?')}"
+        line = (lines or {}).get(("artifacts", index))
+        where = f"{source}:{line}" if line else source
         file = folder / artifact.name
-        if not file.is_file():  # signed where the artifacts are not: `fleet deploy` checks them
-            continue
+        if not file.is_file():
+            if require:
+                problems.append(f"{where}: artifact '{artifact.name}': no file {file} to send (give --artifacts DIR)")
+            continue  # signed where the artifacts are not: `fleet deploy` checks them
         digest, size = sha256_file(file)
         if (digest, size) != (artifact.sha256, artifact.size):
             problems.append(
                 f"{where}: artifact '{artifact.name}': {file} has {size} bytes and SHA-256 {digest[:12]}…, the file "
-                f"says {artifact.size} bytes and {artifact.sha256[:12]}… (run edge-sdk fleet manifest {source})"
+                f"says {artifact.size} bytes and {artifact.sha256[:12]}… (run edge-sdk fleet manifest, then sign again)"
             )
     return problems
 
