@@ -15,14 +15,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a scri
 from tools.harness.onnx_models import colour_classifier, colour_yolov8
 
 
+def write_example_models(out_dir: Path) -> list[Path]:
+    return [colour_yolov8(out_dir / "colour_yolov8.onnx"), colour_classifier(out_dir / "colour_classifier.onnx")]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir", nargs="?", type=Path, default=Path("build/models"))
-    args = parser.parse_args()
-    for path in (
-        colour_yolov8(args.out_dir / "colour_yolov8.onnx"),
-        colour_classifier(args.out_dir / "colour_classifier.onnx"),
-    ):
+    for path in write_example_models(parser.parse_args().out_dir):
         print(path)
 
 
