@@ -25,6 +25,7 @@ from edge_sdk.core.errors import ModelError
 from edge_sdk.core.model_file import ModelFile, read_model_bytes
 from edge_sdk.core.preprocess import PreprocessSpec
 from edge_sdk.core.tensor_meta import Dim, TensorMeta, select_input
+from edge_sdk.graph.ssd_head import find_ssd_head
 from edge_sdk.postprocess import AnyPostprocessSpec
 from edge_sdk.postprocess.guess import OutputGuess, guess_postprocess
 from edge_sdk.sources.uri import split_source_uri
@@ -57,20 +58,29 @@ def guess_model(path: str | os.PathLike[str], labels: Sequence[str] | None = Non
     path = Path(path)
     data = read_model_bytes(path)
     model = ModelFile.parse(path, data)
-    metadata, produced_by = _graph_facts(data)
+    proto = _proto(data)
+    metadata = {prop.key: prop.value for prop in proto.metadata_props}
     names = list(labels) if labels else _metadata_labels(metadata)
     model_input = select_input(model.inputs, None)
     layout = _layout(model_input)
     fixed = _fixed_size(model_input, layout)
     outputs = guess_postprocess(
-        model.outputs, input_size=fixed or _metadata_size(metadata), labels=names, produced_by=produced_by
+        model.outputs, input_size=fixed or _metadata_size(metadata), labels=names, produced_by=_producers(proto)
     )
-    preprocess, notes = _preprocess(model_input, layout, fixed, outputs.family, _metadata_size(metadata))
+    known_size: tuple[tuple[int, int], str] | None = None
+    if (imgsz := _metadata_size(metadata)) is not None:
+        known_size = imgsz, "the model's imgsz metadata"
+    elif outputs.family == "ssd" and (ssd_size := _ssd_resize(proto)) is not None:
+        known_size = ssd_size, "the size the SSD graph resizes to"
+    preprocess, notes = _preprocess(model_input, layout, fixed, outputs.family, known_size)
     named = getattr(outputs.spec, "labels", None)
-    names_from = ("given" if labels else "from the model's metadata") if named else "none: results carry class ids"
+    if named:
+        names_note = "class names given" if labels else "class names from the model's metadata"
+    else:
+        names_note = "no class names: results carry class ids"
     summary = (
         f"model: {_dims(model_input.shape)} {model_input.dtype.name} {layout.upper()}, {outputs.summary} -> "
-        f"{_postprocess_name(outputs)} post-processing (class names {names_from}); frames {notes}"
+        f"{_postprocess_name(outputs)} post-processing ({names_note}); frames {notes}"
     )
     return ModelGuess(path, model_input, preprocess, outputs, summary)
 
@@ -193,22 +203,27 @@ def _preprocess(
     layout: str,
     fixed: tuple[int, int] | None,
     family: str,
-    metadata_size: tuple[int, int] | None,
+    known_size: tuple[tuple[int, int], str] | None,
 ) -> tuple[PreprocessSpec, str]:
+    """The preprocessing, and how frames are fed, in words. `known_size` is what the model says
+    beside its input shape (Ultralytics' imgsz, the resize inside an SSD graph)."""
     dtype = model_input.dtype.name
     if dtype not in ("uint8", "float32"):
         raise ModelError(
             f"model input {model_input.describe()} takes {dtype}; the SDK feeds uint8 or float32 frames "
             "(export the model with a float32 input)"
         )
-    size: tuple[int, int] | None = fixed or metadata_size
-    if size is None and dtype == "float32":
+    size: tuple[int, int] | None = fixed
+    if fixed is not None:
+        sized = f"resized to {fixed[0]}x{fixed[1]}"
+    elif known_size is not None:
+        size = known_size[0]
+        sized = f"resized to {size[0]}x{size[1]} ({known_size[1]})"
+    elif dtype == "float32":
         size = DEFAULT_SIZES.get(family, (224, 224))
         sized = f"resized to {size[0]}x{size[1]} (the input has no fixed size; assumed)"
-    elif size is None:
-        sized = "at their own size (the input takes any size)"
     else:
-        sized = f"resized to {size[0]}x{size[1]}"
+        sized = "at their own size (the input takes any size)"
     mode = "letterbox" if family.startswith("yolo") else "stretch"
     if size is not None and mode == "letterbox":
         sized = sized.replace("resized", "letterboxed", 1)
@@ -229,14 +244,26 @@ def _postprocess_name(outputs: OutputGuess) -> str:
     return f"yolo {spec.version}" if spec.type == "yolo" else spec.type
 
 
-def _graph_facts(data: bytes) -> tuple[dict[str, str], dict[str, str]]:
-    """The model's metadata (key -> value) and, for each graph output, the type of the node computing it."""
+def _proto(data: bytes) -> Any:
     import onnx
 
-    proto = onnx.load_model_from_string(data)
+    return onnx.load_model_from_string(data)
+
+
+def _producers(proto: Any) -> dict[str, str]:
+    """For each graph output, the type of the node computing it."""
     outputs = {meta.name for meta in proto.graph.output}
-    produced_by = {name: node.op_type for node in proto.graph.node for name in node.output if name in outputs}
-    return {prop.key: prop.value for prop in proto.metadata_props}, produced_by
+    return {name: node.op_type for node in proto.graph.node for name in node.output if name in outputs}
+
+
+def _ssd_resize(proto: Any) -> tuple[int, int] | None:
+    """[width, height] a TF Object Detection API graph resizes every image to, when it is one: fed
+    at that size already (folded, in uint8), its own float resize has nothing left to do."""
+    try:
+        height, width = find_ssd_head(proto).input_size
+    except ModelError:
+        return None
+    return (width, height)
 
 
 def _metadata_labels(metadata: dict[str, str]) -> list[str]:

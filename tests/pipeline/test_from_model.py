@@ -30,13 +30,23 @@ def colour_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     }
 
 
-def test_guess_model_when_given_the_shipped_ssd_feeds_uint8_nhwc_rgb_frames_at_their_own_size() -> None:
+def test_guess_model_when_given_the_shipped_ssd_feeds_uint8_nhwc_rgb_at_the_size_its_graph_resizes_to() -> None:
+    # given the TF SSD, whose input takes any size and whose graph resizes every image to 300x300
     guess = guess_model(DEMO_MODEL)
     pre = guess.preprocess
-    assert (pre.layout, pre.dtype, pre.color, pre.resize) == ("nhwc", "uint8", "rgb", None)
-    assert guess.postprocess.type == "ssd"
-    assert guess.summary.startswith("model: ?x?x?x3 uint8 NHWC, outputs look like SSD detections")
-    assert "-> ssd post-processing" in guess.summary
+    assert (pre.layout, pre.dtype, pre.color, pre.resize, pre.resize_mode) == (
+        "nhwc",
+        "uint8",
+        "rgb",
+        (300, 300),
+        "stretch",
+    )
+    assert guess.postprocess.type == "ssd" and guess.postprocess.labels == []
+    assert guess.summary == (
+        "model: ?x?x?x3 uint8 NHWC, outputs look like SSD detections (TF Object Detection API names) -> ssd "
+        "post-processing (no class names: results carry class ids); frames resized to 300x300 (the size the SSD "
+        "graph resizes to), RGB (assumed)"
+    )
 
 
 def test_guess_model_when_given_a_yolov8_export_letterboxes_float_nchw_and_reads_the_names_from_metadata(
