@@ -35,7 +35,7 @@ from .metrics import RunSummary
 from .output_tally import OutputTally
 from .shared_segments import new_run_token, remove_stale_segments, segment_name
 from .snapshot import RuntimeSnapshot, StageView
-from .stage_start import stage_context
+from .stage_start import stage_context, start_stage_server, started_without_stop_signals
 from .stages import (
     CapturePlan,
     InferencePlan,
@@ -46,7 +46,7 @@ from .stages import (
     run_inference,
     run_output,
 )
-from .stages.common import GAVE_UP_EXIT, started_without_stop_signals
+from .stages.common import GAVE_UP_EXIT
 from .watchdog import RestartBudget
 from .worker_layout import inference_layout
 
@@ -105,6 +105,7 @@ class PipelineRuntime:
     def run(self, stop: threading.Event | None = None) -> RunSummary:
         """Run until every source ends or `stop` is set; raise when a stage fails for good."""
         stop = stop or threading.Event()
+        start_stage_server()  # its imports overlap the engine's loading (started already under `edge-sdk run`)
         stale = remove_stale_segments()
         if stale:
             log.warning("removed shared-memory segments left by a pipeline that died: %s", ", ".join(stale))

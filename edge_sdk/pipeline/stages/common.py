@@ -165,18 +165,6 @@ def _log_warnings_to_stderr() -> None:
 
 
 @contextlib.contextmanager
-def started_without_stop_signals() -> Iterator[None]:
-    """Block SIGINT/SIGTERM in this thread while a child is spawned, so the child inherits them
-    blocked and a Ctrl-C during its start-up (imports) cannot print a traceback there; the
-    parent's handlers run as soon as they are unblocked again."""
-    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-
-
-@contextlib.contextmanager
 def failures_reported(link: StageLink, stage: str) -> Iterator[None]:
     """Turn a stage's exception into one StageFailure for the runtime and an exit code: an SDK
     error (a dead source, an engine that cannot load) is final, anything else is a crash the
