@@ -11,9 +11,14 @@ Every Result's `timings_ms` has the fields of `TIMING_FIELDS`, meaning the same 
 - batch: frames in that engine call (1 inline; frames of one shape batched across sources otherwise);
 - postprocess: the post-processor on this frame's outputs;
 - cascade: the cascade on this frame's detections (0 without a cascade);
+- queued: waiting for an inference worker: from being written to its ring to a worker taking it, in
+  the multi-process runtime (0 inline, where the frame goes straight from the source to the engine);
 - total: from the frame being in hand (the source returned it inline; written to its ring in the
-  multi-process runtime, so the wait in the ring and on the way counts) to its result being ready
-  for the sinks.
+  multi-process runtime, so `queued` and the way to the output stage count) to its result being
+  ready for the sinks.
+
+The run's latency (`latency_ms`) is `total`, less `queued` for a source that is read ahead (a file
+or a folder: its frames wait in the ring by design, and that wait says nothing about the pipeline).
 """
 
 from __future__ import annotations
@@ -33,7 +38,12 @@ from edge_sdk.sinks import SinkFanout
 from .cascade import Cascade, NoCascade
 from .frame_ring import monotonic
 
-TIMING_FIELDS = ("preprocess", "infer", "batch", "postprocess", "cascade", "total")
+TIMING_FIELDS = ("preprocess", "infer", "batch", "postprocess", "cascade", "queued", "total")
+
+
+def latency_ms(timings_ms: dict[str, float], read_ahead: bool) -> float:
+    """A frame's latency as the run reports it: `total`, without the ring wait of a read-ahead source."""
+    return timings_ms["total"] - (timings_ms.get("queued", 0.0) if read_ahead else 0.0)
 
 
 class FrameInference:
@@ -42,10 +52,11 @@ class FrameInference:
     def __init__(self, runner: EngineRunner, input_name: str, feed: FrameFeed, postprocess: Postprocessor):
         self.runner, self.input_name, self.feed, self.postprocess = runner, input_name, feed, postprocess
 
-    def __call__(self, frames: Sequence[Frame]) -> list[Result]:
-        """Results in the order of `frames`, with every timing field but cascade and total. Frames whose
-        engine inputs have the same shape share one engine call; frames of different sizes (raw frames
-        for a folded engine, or no resize) cannot share a tensor and get one call per shape."""
+    def __call__(self, frames: Sequence[Frame], queued_ms: Sequence[float] | None = None) -> list[Result]:
+        """Results in the order of `frames`, with every timing field but cascade and total; `queued_ms`:
+        how long each frame waited for this call (none: 0). Frames whose engine inputs have the same
+        shape share one engine call; frames of different sizes (raw frames for a folded engine, or no
+        resize) cannot share a tensor and get one call per shape."""
         tensors, preprocess_ms = [], []
         for frame in frames:
             started = time.perf_counter()
@@ -73,6 +84,7 @@ class FrameInference:
                     "infer": infer_ms,
                     "batch": float(len(positions)),
                     "postprocess": _ms_since(started),
+                    "queued": queued_ms[position] if queued_ms is not None else 0.0,
                 }
                 results[position] = dataclasses.replace(result, timings_ms=timings)
         return [result for result in results if result is not None]

@@ -40,8 +40,7 @@ class StageReport:
     """Time spent working (not waiting) since the stage started."""
     dropped: int = 0
     latencies_ms: list[float] = field(default_factory=list)
-    """The `total` timing (frame in its ring -> result ready for the sinks) of each frame finished since
-    the previous report (output stage)."""
+    """The latency (frame_steps.latency_ms) of each frame finished since the previous report (output stage)."""
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -30,7 +30,8 @@ class RunSummary:
     frames: int
     seconds: float
     latency_p50_ms: float
-    """Percentiles of the frames' `total` timing (Result.timings_ms): frame in hand -> result ready for the sinks."""
+    """Percentiles of the frames' latency (frame_steps.latency_ms): frame in hand -> result ready for the
+    sinks, less the wait in the ring of a source that is read ahead (a file, a folder)."""
     latency_p99_ms: float
     stage_mean_ms: dict[str, float]
     """Per frame, the mean of each Result.timings_ms field but `batch` (that is `mean_batch`), and of

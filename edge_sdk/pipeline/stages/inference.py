@@ -140,7 +140,7 @@ class Batcher:
             )
             for index, info in batch
         ]
-        results = self.infer_frames(frames)
+        results = self.infer_frames(frames, [(now_mono - info.timestamp) * 1000 for _index, info in batch])
         for (index, info), frame, result in zip(batch, frames, results, strict=True):
             done = InferenceDone(index, info.slot, self.owner_id, frame.meta, info.timestamp, result)
             # The output stage takes the slot over when the message arrives. Until then the frame

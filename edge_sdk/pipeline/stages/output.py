@@ -17,7 +17,7 @@ from edge_sdk.sinks import SinkFanout, SinkSpec, create_sink
 from edge_sdk.sources.spec import BufferPolicy
 
 from ..frame_ring import SlotInfo
-from ..frame_steps import FrameDelivery
+from ..frame_steps import FrameDelivery, latency_ms
 from ..message_socket import MessageListener
 from ..messages import InferenceDone
 from .common import POLL_SECONDS, Reporter, RingHandle, StageChannels, StageLink, attach_rings, failures_reported
@@ -125,7 +125,8 @@ class _Output:
         self.first_result_at = self.first_result_at or now
         self.last_result_at = now
         self.reporter.frames += 1
-        self.reporter.latencies.append(result.timings_ms["total"])
+        read_ahead = self.policies[done.source_index] == BufferPolicy.BLOCK
+        self.reporter.latencies.append(latency_ms(result.timings_ms, read_ahead))
         self.reporter.busy += time.perf_counter() - started
         if len(self.sinks.failures) > len(self.reported_failures):
             for name, problem in self.sinks.failures.items():
