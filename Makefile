@@ -23,9 +23,10 @@ $(DEMO_VIDEO): tools/make_demo_video.py tools/assets/astronaut.jpg | $(VENV)/.ru
 demo: $(VENV)/.runtime $(DEMO_VIDEO)
 	$(BIN)/edge-sdk run pipelines/demo.yaml
 
-# Tests start private brokers (mosquitto) and RTSP servers (rtsp-server-perl); install Debian's
-# packages when missing and we are root (one apt-get update), otherwise say what to run.
-SYSTEM_DEPS := mosquitto:/usr/sbin/mosquitto rtsp-server-perl:/usr/bin/rtsp-server-perl
+# Tests start private brokers (mosquitto), RTSP servers (rtsp-server-perl) and a headless browser
+# (chromium, for the preview sink); install Debian's packages when missing and we are root (one
+# apt-get update), otherwise say what to run.
+SYSTEM_DEPS := mosquitto:/usr/sbin/mosquitto rtsp-server-perl:/usr/bin/rtsp-server-perl chromium:/usr/bin/chromium
 system-deps:
 	@missing=""; \
 	for dep in $(SYSTEM_DEPS); do \

@@ -1,0 +1,116 @@
+"""The preview in a real browser: a multi-process pipeline with the demo detector serves its preview,
+and Debian's chromium (headless, driven by Playwright) loads the page, sees frames arrive and change
+and the stats move. The screenshot is left in build/test-artifacts/preview.png."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+from edge_sdk.engines.cache import EngineCache
+from edge_sdk.pipeline.config import load_pipeline
+from edge_sdk.pipeline.frame_ring import segments_of
+from edge_sdk.pipeline.metrics import RunSummary
+from edge_sdk.pipeline.run import run_pipeline
+from edge_sdk.profiles import DeviceProfile
+from edge_sdk.sinks.preview import PreviewSinkSpec, preview_url, wait_for_preview
+from tests.support.waits import wait_until
+
+from ..conftest import ASTRONAUT, REPO_ROOT
+
+pytestmark = pytest.mark.slow  # a multi-process pipeline and a browser
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARTIFACTS = REPO_ROOT / "build" / "test-artifacts"
+
+FRAME_SIGNATURE = """() => {
+  const img = document.getElementById("frame");
+  if (!img.complete || !img.naturalWidth) return null;
+  const canvas = document.createElement("canvas");
+  canvas.width = img.naturalWidth;
+  canvas.height = img.naturalHeight;
+  const context = canvas.getContext("2d");
+  context.drawImage(img, 0, 0);
+  const pixels = context.getImageData(0, 0, canvas.width, canvas.height).data;
+  let hash = 0;
+  for (let i = 0; i < pixels.length; i += 61) hash = (hash * 31 + pixels[i]) >>> 0;
+  return [canvas.width, canvas.height, hash];
+}"""
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.skip("Debian's chromium is not installed: make system-deps (apt-get install chromium)")
+    return CHROMIUM
+
+
+def test_preview_in_headless_chromium_shows_live_changing_frames_and_moving_stats(
+    tmp_path: Path, demo_model: Path, cpu_profile: DeviceProfile, engine_cache: EngineCache, chromium: str
+) -> None:
+    sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is in the test extra")
+    # given a live camera stand-in (15 FPS, endless) into the detector, with a preview on a free port
+    uri = f"synthetic://?image={ASTRONAUT}&frames=90&size=640x480&fps=15&realtime=true"
+    path = tmp_path / "watch.yaml"
+    path.write_text(
+        f"name: watch\nmodel: {{path: {demo_model}}}\n"
+        "preprocess: {resize: [300, 300], color: rgb, layout: nhwc, dtype: uint8}\n"
+        f"sources:\n  - {{uri: '{uri}', name: astronaut, loop: true}}\n"
+        "postprocess: {type: ssd, score_threshold: 0.5, labels: [person]}\n"
+        "sinks:\n  - {type: preview, port: 0, max_fps: 15}\n  - {type: jsonl, path: out/results.jsonl}\n"
+    )
+    config = load_pipeline(path)
+    spec = config.sinks[0]
+    assert isinstance(spec, PreviewSinkSpec) and config.runtime.mode == "processes"
+    url = preview_url(spec)
+    stop = threading.Event()
+    summaries: list[RunSummary] = []
+    runner = threading.Thread(
+        target=lambda: summaries.append(run_pipeline(config, cpu_profile, engine_cache, stop=stop))
+    )
+    runner.start()
+    try:
+        assert wait_for_preview(url, timeout_s=120), f"the preview at {url} answers once the pipeline runs"
+
+        # when chromium opens the page
+        with sync_api.sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=chromium, headless=True)
+            try:
+                page = browser.new_page(viewport={"width": 900, "height": 640})
+                page.goto(url)
+
+                # then the page loads, and its <img> shows frames of the camera's size
+                assert page.title() == "edge-sdk preview"
+                page.wait_for_function("document.getElementById('frame').naturalWidth === 640", timeout=30_000)
+                first = page.evaluate(FRAME_SIGNATURE)
+                frames_then = int(page.inner_text("#frames"))
+                # ... that change, with the stats moving along
+                page.wait_for_function(
+                    f"({FRAME_SIGNATURE})()[2] !== {first[2]} && Number(document.getElementById('frames')"
+                    f".textContent) > {frames_then}",
+                    timeout=30_000,
+                )
+                later = page.evaluate(FRAME_SIGNATURE)
+                assert first[:2] == later[:2] == [640, 480]
+                page.wait_for_function("document.getElementById('fps').textContent !== '-'", timeout=10_000)
+                fps = float(page.inner_text("#fps"))
+                latency = float(page.inner_text("#latency"))
+                assert 5 < fps < 25, f"the page shows the camera's rate (15 FPS), not {fps}"
+                assert latency > 0
+                assert page.inner_text("#source") == "astronaut"
+                ARTIFACTS.mkdir(parents=True, exist_ok=True)
+                page.screenshot(path=str(ARTIFACTS / "preview.png"))
+            finally:
+                browser.close()
+    finally:
+        stop.set()
+        runner.join(timeout=60)
+
+    assert not runner.is_alive() and summaries, "the pipeline stops once asked"
+    assert summaries[0].frames > 0 and not summaries[0].sink_failures, summaries[0]
+    assert (ARTIFACTS / "preview.png").stat().st_size > 10_000
+    wait_until(lambda: segments_of(os.getpid()) == [], timeout=10, what="the rings' shared memory to go")
