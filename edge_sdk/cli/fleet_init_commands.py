@@ -21,7 +21,7 @@ from .fleet_group import fleet
 @click.argument("folder", metavar="DIR", type=click.Path(path_type=Path, dir_okay=True, file_okay=False))
 @click.option("--device", default="cam-001", show_default=True, help="The device's id (its certificate's name).")
 @click.option("--operator", default="operator", show_default=True, help="The operator's MQTT identity.")
-@click.option("--host", default="localhost", show_default=True, help="The broker's name or IP, as clients dial it.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="The broker's name or IP, as clients dial it.")
 @click.option("--port", default=DEFAULT_PORT, show_default=True, type=click.IntRange(1, 65535), help="Broker port.")
 @click.option(
     "--model",

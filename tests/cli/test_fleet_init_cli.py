@@ -61,7 +61,7 @@ def test_fleet_init_when_the_folder_is_new_writes_a_fleet_whose_files_the_sdk_an
     names = broker_cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert "localhost" in names.get_values_for_type(x509.DNSName)
     config = (folder / "broker" / "mosquitto.conf").read_text()
-    assert "listener 18883 localhost" in config and "require_certificate true" in config
+    assert "listener 18883 127.0.0.1" in config and "require_certificate true" in config
     assert f"acl_file {(folder / 'broker' / 'acl').resolve()}" in config
     # and the deployment names the demo model with its real size and hash, and signs as it is
     manifest = load_deployment(folder / "release" / "deployment.yaml")

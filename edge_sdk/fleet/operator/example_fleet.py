@@ -56,7 +56,7 @@ def write_example_fleet(
     *,
     device: str = "cam-001",
     operator: str = "operator",
-    host: str = "localhost",
+    host: str = "127.0.0.1",
     port: int = DEFAULT_PORT,
     model: Path | None = None,
     force: bool = False,
@@ -93,7 +93,7 @@ def write_example_fleet(
 def _broker(fleet: ExampleFleet, ca: CertificateAuthority, host: str, port: int, operator: str) -> None:
     folder = fleet.folder / "broker"
     ips = [host] if _is_ip(host) else ["127.0.0.1"] if host == "localhost" else []
-    names = [] if _is_ip(host) else [host]
+    names = ["localhost"] if host in ("127.0.0.1", "localhost") else [] if _is_ip(host) else [host]
     ca.issue_server(folder / "broker.pem", folder / "broker.key", names, ips)
     fleet.add(folder / "broker.pem", f"the broker's certificate for {', '.join([*names, *ips])}")
     fleet.add(folder / "broker.key", "its key")
