@@ -5,10 +5,12 @@ tests/cli/test_fleet_guide.py)."""
 from __future__ import annotations
 
 import hashlib
+import re
 import stat
 from datetime import datetime
 from pathlib import Path
 
+import pytest
 import yaml
 from cryptography import x509
 
@@ -200,3 +202,28 @@ def test_fleet_deploy_when_an_artifact_is_missing_says_which_before_it_contacts_
     # then the error names the artifact and where it was looked for
     assert_one_line_error(code, err, str(signed), f"artifact '{MODEL.name}'", f"no file {release / MODEL.name}")
     assert not (tmp_path / "r.db").exists()
+
+
+def test_the_sign_error_docs_fleet_md_shows_is_what_sign_prints(
+    edge_sdk: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given the guide's example: the example deployment with version 0 and a model named '../x.onnx'
+    shown = re.search(r"```\n(error: release/deployment.yaml: .*?)```", (REPO / "docs" / "fleet.md").read_text(), re.S)
+    assert shown is not None, "docs/fleet.md shows what a refused deployment file looks like"
+    folder = tmp_path / "fleet-demo"
+    assert edge_sdk("fleet", "init", folder)[0] == 0
+    deployment = folder / "release" / "deployment.yaml"
+    text = (
+        deployment.read_text()
+        .replace("version: 1\n", "version: 0\n")
+        .replace(f"- name: {MODEL.name}", "- name: ../x.onnx")
+    )
+    deployment.write_text(text)
+
+    # when it is signed from the fleet's folder, the guide's lines are what the user sees
+    monkeypatch.chdir(folder)
+    code, _, err = edge_sdk(
+        "fleet", "sign", "release/deployment.yaml", "--key", "operator/signing.key", "--out", "v.signed"
+    )
+    assert code == 2
+    assert err.strip() == shown.group(1).strip()
