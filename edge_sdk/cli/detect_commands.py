@@ -59,6 +59,7 @@ def detect(
     as_json: bool,
     as_jsonl: bool,
     stats: bool,
+    show: bool,
 ) -> None:
     """Run MODEL (ONNX) on SOURCE without a pipeline file, writing an annotated video and JSONL results.
 
@@ -80,14 +81,14 @@ def detect(
             return pipeline_from_document(document(Path.cwd()), Path.cwd())
         comment = (
             f"Written by edge-sdk detect {model} {source}; what it guessed:\n{guess.summary}\n\n"
-            f"Run it again with: edge-sdk run {save_pipeline}\n"
+            f"Run it again with: edge-sdk run {save_pipeline} (add --show to watch it live)\n"
             "Correct preprocess: or postprocess: where the guess is wrong (docs/models.md)."
         )
         config = write_pipeline_file(document(save_pipeline.parent), save_pipeline, comment)
         say.print(f"pipeline written to {escape(str(save_pipeline))}", soft_wrap=True)
         return config
 
-    run_and_report(ctx, make_config, profile_name, as_json=as_json, as_jsonl=as_jsonl, stats=stats)
+    run_and_report(ctx, make_config, profile_name, as_json=as_json, as_jsonl=as_jsonl, stats=stats, show=show)
 
 
 def _labels(option: str | None) -> list[str] | None:

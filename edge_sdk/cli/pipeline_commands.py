@@ -3,11 +3,12 @@ and `run_options` do the same for any command that makes a pipeline (`edge-sdk d
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any, NoReturn
@@ -22,6 +23,7 @@ from edge_sdk.pipeline.config import PipelineConfig, load_pipeline
 from edge_sdk.pipeline.metrics import RunSummary
 from edge_sdk.pipeline.run import run_pipeline
 from edge_sdk.profiles import DeviceProfile
+from edge_sdk.sinks.preview import PreviewSinkSpec, open_in_browser, preview_url, wait_for_preview
 from edge_sdk.sinks.stdout import StdoutSinkSpec
 
 from .context import CliContext
@@ -55,6 +57,13 @@ def run_options(command: Callable[..., None]) -> Callable[..., None]:
                 "sink's lines and the summary go to stderr.",
             ),
             click.option("--stats", is_flag=True, help="Show a live table of stages, frame rings and latency."),
+            click.option(
+                "--show",
+                is_flag=True,
+                help="Watch it live: serve the annotated frames over HTTP (a preview sink, unless the pipeline "
+                "has one) and open the page in the browser once the pipeline runs; without a browser the "
+                "address is printed.",
+            ),
         )
     ):
         command = option(command)
@@ -65,9 +74,19 @@ def run_options(command: Callable[..., None]) -> Callable[..., None]:
 @click.argument("pipeline", type=click.Path(path_type=Path, dir_okay=False))
 @run_options
 @pass_cli
-def run(ctx: CliContext, pipeline: Path, profile_name: str | None, as_json: bool, as_jsonl: bool, stats: bool) -> None:
+def run(
+    ctx: CliContext,
+    pipeline: Path,
+    profile_name: str | None,
+    as_json: bool,
+    as_jsonl: bool,
+    stats: bool,
+    show: bool,
+) -> None:
     """Run a pipeline file until its sources end. Ctrl-C or SIGTERM drains it and stops it (exit 128 + the signal)."""
-    run_and_report(ctx, lambda: load_pipeline(pipeline), profile_name, as_json=as_json, as_jsonl=as_jsonl, stats=stats)
+    run_and_report(
+        ctx, lambda: load_pipeline(pipeline), profile_name, as_json=as_json, as_jsonl=as_jsonl, stats=stats, show=show
+    )
 
 
 def run_and_report(
@@ -78,16 +97,21 @@ def run_and_report(
     as_json: bool,
     as_jsonl: bool,
     stats: bool,
+    show: bool = False,
 ) -> None:
     """Run the pipeline `make_config` returns, print its summary (or the JSON document) and exit for
     how it ended: what `edge-sdk run` does, for any command that makes a pipeline. `make_config` runs
     under the stop-signal handlers, so a Ctrl-C while it loads or guesses ends the start-up in one line."""
     if as_json and as_jsonl:
         raise click.UsageError("--json and --jsonl both print on stdout: choose one")
-    with _StopSignals() as signals:
+    ended = threading.Event()
+    with _StopSignals() as signals, _setting_on_exit(ended):
         try:
             try:
                 config = make_config()
+                if show:
+                    config, url = _with_preview(config)
+                    _open_when_served(ctx, url, ended)
                 if as_json or as_jsonl:
                     config = _stdout_for_scripts(config, results_as_jsonl=as_jsonl)
                 profile = ctx.profile(profile_name or config.profile)
@@ -190,6 +214,40 @@ def _say_interrupted(signum: int, frames: int | None) -> NoReturn:
         what = f"stopped after {_frames(frames)}"
     click.echo(f"interrupted ({name}): {what}", err=True)
     raise SystemExit(128 + signum)
+
+
+def _with_preview(config: PipelineConfig) -> tuple[PipelineConfig, str]:
+    """The pipeline with a preview sink (its own, else one added on a free port, which the sink logs
+    when the pipeline starts), and the page's address."""
+    for spec in config.sinks:
+        if isinstance(spec, PreviewSinkSpec):
+            return config, preview_url(spec)
+    preview = PreviewSinkSpec(type="preview", port=0)
+    return config.model_copy(update={"sinks": [*config.sinks, preview]}), preview_url(preview)
+
+
+def _open_when_served(ctx: CliContext, url: str, ended: threading.Event) -> None:
+    """Open `url` in the browser once the preview answers (the engine is ready and the sinks are
+    open), in a thread that gives up when the run has ended; say the address where no browser opens."""
+
+    def wait_and_open() -> None:
+        while not ended.is_set():
+            if wait_for_preview(url, timeout_s=1.0):
+                if not open_in_browser(url):
+                    ctx.err_console.print(
+                        f"preview: no browser to open here; watch it at {escape(url)}", soft_wrap=True
+                    )
+                return
+
+    threading.Thread(target=wait_and_open, name="open-preview", daemon=True).start()
+
+
+@contextlib.contextmanager
+def _setting_on_exit(event: threading.Event) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        event.set()
 
 
 def _stdout_for_scripts(config: PipelineConfig, results_as_jsonl: bool) -> PipelineConfig:
