@@ -75,5 +75,9 @@ schemas: $(VENV)/.runtime
 	$(BIN)/edge-sdk schema profile --out device_profiles/profile.schema.json
 	$(BIN)/edge-sdk schema pipeline --out pipelines/pipeline.schema.json
 
+# docs/cli.md: every command's --help (tests/cli/test_cli_reference.py checks it is current).
+docs: $(VENV)/.runtime
+	$(BIN)/python tools/cli_reference.py --out docs/cli.md
+
 clean:
 	rm -rf build .pytest_cache .ruff_cache .mypy_cache

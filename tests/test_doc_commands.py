@@ -138,3 +138,12 @@ def test_the_readme_lists_every_extra() -> None:
     shown = {name.strip() for group in re.findall(r"`\[([a-z0-9,]+)\]`", readme) for name in group.split(",")}
     missing = [name for name in extras if name != "test" and name not in shown]
     assert not missing, f"the README's install table leaves out the extras {missing}"
+
+
+def test_every_file_the_docs_link_to_exists() -> None:
+    broken = []
+    for doc in DOCS:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", doc.read_text(encoding="utf-8")):
+            if "://" not in target and not (doc.parent / target).exists():
+                broken.append(f"{doc.relative_to(REPO_ROOT)} -> {target}")
+    assert not broken, broken
