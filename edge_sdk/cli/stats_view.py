@@ -24,5 +24,5 @@ def render_snapshot(snapshot: RuntimeSnapshot) -> Group:
     columns = ("free", "writing", "ready", "in_use", "sent", "dropped")
     for name, states in snapshot.rings.items():
         rings.add_row(name, *(str(states.get(k, 0)) for k in columns))
-    latency = f"capture-to-result latency (recent): p50 {snapshot.latency_p50_ms:.1f} ms, p99 {snapshot.latency_p99_ms:.1f} ms"
+    latency = f"latency (recent frames): p50 {snapshot.latency_p50_ms:.1f} ms, p99 {snapshot.latency_p99_ms:.1f} ms"
     return Group(stages, rings, latency)
