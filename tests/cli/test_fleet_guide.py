@@ -78,9 +78,8 @@ def test_the_fleet_commands_of_the_document_work_as_written_on_a_real_broker(doc
             timings.append(f"{time.monotonic() - began:5.1f} s  {command[:90]}")
         print("\n".join(timings))
         # then the device runs a deployed version and reports itself healthy
-        listed = json.loads(
-            session.run(f"edge-sdk fleet ls --broker {OPERATOR_FILE} --format json").stdout  # type: ignore[union-attr]
-        )
+        session.run(f"edge-sdk fleet ls --broker {OPERATOR_FILE} --format json")
+        listed = json.loads(session.outputs[-1].stdout)
         device = next(d for d in listed if d["device"] == "cam-001")
         assert device["online"] and device["health"] == "ok" and device["active_version"] == 1, device
         deploys = session.output_of("edge-sdk fleet deploy")
@@ -95,7 +94,7 @@ def test_the_fleet_commands_of_the_document_work_as_written_on_a_real_broker(doc
         assert not segments_of(pid), f"the agent left shared memory: {segments_of(pid)}"
         left = group_left(pid)
         assert not left, f"processes of the agent outlived it: {left}"
-    assert time.monotonic() - started < 90, "the walk-through stays quick"
+    assert time.monotonic() - started < 180, "the walk-through stays quick (about 45 s on an idle 2-core box)"
 
 
 def port_open(port: int) -> bool:

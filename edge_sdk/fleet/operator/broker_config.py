@@ -68,6 +68,7 @@ def mosquitto_config(folder: Path, host: str, port: int) -> str:
     if os.geteuid() == 0:
         # Started as root, Mosquitto drops to the 'mosquitto' user, who cannot read keys made by root
         # with mode 0600; as another user this line has no effect.
+        lines.append("# started as root, Mosquitto would switch to the 'mosquitto' user, who cannot read the 0600 keys")
         lines.append(f"user {getpass.getuser()}")
     lines += [
         f"listener {port}{bind}",
