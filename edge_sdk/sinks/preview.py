@@ -3,7 +3,8 @@
 `type: preview` serves, on `host:port` of the process that runs the sinks (the inline loop or the
 output stage), a page (`/`), the stream (`/stream.mjpg`, multipart/x-mixed-replace: every browser
 plays it in an <img>, no plugin) and its numbers (`/stats.json`, which the page polls). The server is
-`preview_server.py` (the standard library's, in a thread; why there).
+`preview_server.py` (the standard library's, in a thread; why there), its viewers' mailboxes
+`preview_viewers.py`, its address `preview_address.py`.
 
 The pipeline never waits for a viewer. write() draws the frame (annotate.py) and encodes it as JPEG
 (OpenCV) only while someone watches, at most `max_fps` times a second, and leaves it in each viewer's
@@ -21,14 +22,10 @@ from __future__ import annotations
 import collections
 import logging
 import os
-import socket
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
-import webbrowser
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import Field, ValidationInfo, field_validator
@@ -39,14 +36,17 @@ from edge_sdk.core.opencv import import_cv2
 from edge_sdk.core.results import Result
 
 from .base import Sink, SinkSpecBase
-from .preview_server import PreviewServer, Viewers, listen_problem
+from .preview_address import bound_socket, free_port, page_url
+from .preview_viewers import Viewers
+
+if TYPE_CHECKING:
+    from .preview_server import PreviewServer
 
 log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 8090
 STATS_WINDOW_S = 2.0
 """FPS and the mean latencies are over the frames of the last this many seconds."""
-WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 
 
 class PreviewSinkSpec(SinkSpecBase):
@@ -90,7 +90,7 @@ class PreviewSinkSpec(SinkSpecBase):
 
     def check(self) -> None:
         """One SinkError line when the port is taken (or the address is not this host's); else the URL, logged."""
-        probe = _bound(self.host, self.port)
+        probe = bound_socket(self.host, self.port)
         probe.close()
         log.info("preview: watch the pipeline at %s", preview_url(self))
 
@@ -123,9 +123,11 @@ class PreviewSink(Sink):
 
     @property
     def url(self) -> str:
-        return _url(self.host, self.port)
+        return page_url(self.host, self.port)
 
     def open(self) -> None:
+        from .preview_server import PreviewServer  # http.server: only in the process that serves
+
         self._server = PreviewServer(self.host, self.port, self._viewers, self.stats)
         self.port = self._server.port
         self.name = f"preview:{self.host}:{self.port}"
@@ -188,27 +190,30 @@ class PreviewSink(Sink):
         self._server.close()
         self._server = None
         counts = self._viewers.counts()
+        viewers = counts["viewers_served"]
         summary = (
-            f"preview {self.url} closed: {self._frames} frames, {counts['sent']} sent to "
-            f"{counts['viewers_served']} viewers, {counts['dropped']} dropped for slow viewers"
+            f"preview {self.url} closed: {self._frames} frames, {counts['sent']} sent to {viewers} "
+            f"viewer{'' if viewers == 1 else 's'}, {counts['dropped']} dropped for slow viewers"
         )
-        # Drops are what the issue asks to surface, and a stage process only shows warnings.
+        # A viewer that missed frames should hear of it, and a stage process shows only warnings.
         (log.warning if counts["dropped"] else log.info)(summary)
 
 
 def preview_url(spec: PreviewSinkSpec) -> str:
     """The page's address for these settings; a wildcard host (0.0.0.0) is reached on this machine's loopback."""
-    return _url(spec.host, spec.port)
+    return page_url(spec.host, spec.port)
 
 
 def wait_for_preview(url: str, timeout_s: float = 30.0) -> bool:
     """True once the preview at `url` answers (its pipeline's sinks are open); False after `timeout_s`."""
+    import urllib.request  # with http.client and ssl: 20 ms that every pipeline would pay
+
     deadline = time.monotonic() + timeout_s
     while True:
         try:
             with urllib.request.urlopen(url.rstrip("/") + "/stats.json", timeout=1.0):
                 return True
-        except (urllib.error.URLError, OSError):
+        except OSError:  # URLError is one
             if time.monotonic() >= deadline:
                 return False
             time.sleep(0.1)
@@ -218,41 +223,18 @@ def open_in_browser(url: str) -> bool:
     """Open `url` in the user's browser; False where there is none to open (a headless box, an SSH
     session without a display), so the caller prints the URL instead. Text browsers (lynx, w3m) are
     never started: they would take over the terminal the pipeline logs to."""
+    import webbrowser
+
     has_display = bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
     if sys.platform.startswith("linux") and not has_display and not os.environ.get("BROWSER"):
         return False
     try:
-        return webbrowser.open(url, new=2)
+        browser = webbrowser.get()
     except webbrowser.Error:
         return False
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nobody listens on at `host` now."""
-    probe = _bound(host, 0)
-    try:
-        port: int = probe.getsockname()[1]
-        return port
-    finally:
-        probe.close()
-
-
-def _bound(host: str, port: int) -> socket.socket:
-    """A socket bound as the preview's server binds (SO_REUSEADDR), or the SinkError saying why not."""
-    probe = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        probe.bind((host, port))
-    except OSError as exc:
-        probe.close()
-        raise SinkError(listen_problem(host, port, exc)) from None
-    return probe
-
-
-def _url(host: str, port: int) -> str:
-    if host in WILDCARD_HOSTS:
-        host = "::1" if ":" in host else "127.0.0.1"
-    return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
+    if type(browser) is webbrowser.GenericBrowser and not os.environ.get("BROWSER"):
+        return False  # a console browser: the only kind webbrowser found
+    return browser.open(url, new=2)
 
 
 def _mean(values: list[float | None]) -> float | None:

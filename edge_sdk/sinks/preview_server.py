@@ -1,16 +1,14 @@
-"""The preview's HTTP side: a page, an MJPEG stream and a stats document, and one mailbox per viewer.
+"""The preview's HTTP side: a page, an MJPEG stream and a stats document.
 
 The standard library's ThreadingHTTPServer, in a thread of the process that runs the sinks: three
 routes for a few viewers on a local port need no framework, and a framework (aiohttp, Flask) would be
 a dependency and an event loop in the output process for nothing. Each connection gets its own thread;
-each stream viewer a one-slot mailbox that the pipeline's `publish` overwrites, so the pipeline never
-waits on a socket: a frame a viewer had not taken yet when the next came is dropped and counted.
+each stream viewer reads its frames from its mailbox (`preview_viewers.py`), never from the pipeline.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import logging
 import socket
@@ -23,100 +21,14 @@ from typing import Any
 
 from edge_sdk.core.errors import SinkError
 
+from .preview_address import address_family, listen_problem
+from .preview_viewers import Viewers
+
 log = logging.getLogger(__name__)
 
 BOUNDARY = b"frame"
 JOIN_TIMEOUT_S = 2.0
 """How long close() waits for each connection's thread once its socket is shut."""
-
-
-class Mailbox:
-    """One viewer's next frame: a single slot the pipeline overwrites and the viewer's thread empties."""
-
-    def __init__(self) -> None:
-        self._ready = threading.Condition()
-        self._frame: bytes | None = None
-        self.closed = False
-        self.sent = 0
-        self.dropped = 0
-        """Frames overwritten before this viewer took them: it was slower than the stream."""
-
-    def put(self, frame: bytes) -> None:
-        with self._ready:
-            if self._frame is not None:
-                self.dropped += 1
-            self._frame = frame
-            self._ready.notify()
-
-    def take(self, timeout: float) -> bytes | None:
-        """The newest frame, or None after `timeout` seconds without one or once closed."""
-        with self._ready:
-            if self._frame is None and not self.closed:
-                self._ready.wait(timeout)
-            frame, self._frame = self._frame, None
-            if frame is not None:
-                self.sent += 1
-            return frame
-
-    def close(self) -> None:
-        with self._ready:
-            self.closed = True
-            self._ready.notify_all()
-
-
-class Viewers:
-    """The mailboxes of the stream's viewers, and the counts of those that left."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._open: list[Mailbox] = []
-        self._closed = False
-        self.served = 0
-        self._left_sent = 0
-        self._left_dropped = 0
-
-    def join(self) -> Mailbox | None:
-        """A mailbox for a new viewer; None once the preview is closing."""
-        with self._lock:
-            if self._closed:
-                return None
-            mailbox = Mailbox()
-            self._open.append(mailbox)
-            self.served += 1
-            return mailbox
-
-    def leave(self, mailbox: Mailbox) -> None:
-        with self._lock:
-            if mailbox in self._open:
-                self._open.remove(mailbox)
-                self._left_sent += mailbox.sent
-                self._left_dropped += mailbox.dropped
-
-    def publish(self, frame: bytes) -> None:
-        with self._lock:
-            for mailbox in self._open:
-                mailbox.put(frame)
-
-    @property
-    def watching(self) -> int:
-        with self._lock:
-            return len(self._open)
-
-    def counts(self) -> dict[str, int]:
-        """Viewers now and in all, frames sent to them and frames dropped for slow ones, over the run."""
-        with self._lock:
-            return {
-                "viewers": len(self._open),
-                "viewers_served": self.served,
-                "sent": self._left_sent + sum(m.sent for m in self._open),
-                "dropped": self._left_dropped + sum(m.dropped for m in self._open),
-            }
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            for mailbox in self._open:
-                mailbox.close()
 
 
 class PreviewServer:
@@ -126,9 +38,8 @@ class PreviewServer:
         self.viewers = viewers
         self._stats = stats
         self._page = resources.files(__package__).joinpath("preview_page.html").read_bytes()
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
         try:
-            self._httpd = _Server((host, port), _handler_for(self), family)
+            self._httpd = _Server((host, port), _handler_for(self), address_family(host))
         except OSError as exc:
             raise SinkError(listen_problem(host, port, exc)) from None
         self.port: int = self._httpd.server_address[1]
@@ -150,24 +61,6 @@ class PreviewServer:
         self._thread.join()
         self._httpd.end_connections()
         self._httpd.server_close()
-
-
-def listen_problem(host: str, port: int, exc: OSError) -> str:
-    """Why the preview cannot listen on host:port, as one line that says what to do."""
-    where = f"{host}:{port}"
-    if exc.errno == errno.EADDRINUSE:
-        return (
-            f"preview sink: {where} is already in use (another program or preview listens there); "
-            "stop it, or give the preview sink another port (port: 0 picks a free one)"
-        )
-    if exc.errno == errno.EACCES:
-        return f"preview sink: no permission to listen on {where}; ports below 1024 need root, choose port >= 1024"
-    if exc.errno == errno.EADDRNOTAVAIL or isinstance(exc, socket.gaierror):
-        return (
-            f"preview sink: {host} is not an address of this host; "
-            "use 127.0.0.1 (this machine only) or 0.0.0.0 (every interface)"
-        )
-    return f"preview sink: cannot listen on {where}: {exc.strerror or exc}"
 
 
 class _Server(ThreadingHTTPServer):
