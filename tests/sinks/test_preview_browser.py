@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -97,10 +98,16 @@ def test_preview_in_headless_chromium_shows_live_changing_frames_and_moving_stat
                 later = page.evaluate(FRAME_SIGNATURE)
                 assert first[:2] == later[:2] == [640, 480]
                 page.wait_for_function("document.getElementById('fps').textContent !== '-'", timeout=10_000)
+                # the FPS shown is the rate the frame count grows at (at most the camera's 15: this
+                # box may run the detector slower)
+                counted_at, counted = time.monotonic(), int(page.inner_text("#frames"))
+                page.wait_for_timeout(3000)
+                rate = (int(page.inner_text("#frames")) - counted) / (time.monotonic() - counted_at)
                 fps = float(page.inner_text("#fps"))
-                latency = float(page.inner_text("#latency"))
-                assert 5 < fps < 25, f"the page shows the camera's rate (15 FPS), not {fps}"
-                assert latency > 0
+                assert 0 < fps <= 18 and rate / 2 < fps < rate * 2, (
+                    f"the page shows {fps} FPS, frames came at {rate:.1f}"
+                )
+                assert float(page.inner_text("#latency")) > 0
                 assert page.inner_text("#source") == "astronaut"
                 ARTIFACTS.mkdir(parents=True, exist_ok=True)
                 page.screenshot(path=str(ARTIFACTS / "preview.png"))
