@@ -145,7 +145,8 @@ class PipelineRuntime:
         results = abstract_address(segment_name(token, "results"))
         self._reports = MessageListener(listening_socket(reports))
         self._results = listening_socket(results)
-        return StageChannels(self._control.handle, results, reports, dict(os.environ))
+        level = logging.getLogger("edge_sdk").getEffectiveLevel()
+        return StageChannels(self._control.handle, results, reports, dict(os.environ), level)
 
     def _create_rings(self, shapes: list[tuple[BufferPolicy, tuple[int, int]]]) -> list[RingHandle]:
         handles = []

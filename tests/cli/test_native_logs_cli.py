@@ -116,3 +116,20 @@ def test_build_when_onnx_runtime_warns_shows_it_only_with_debug(tmp_path: Path) 
     assert quiet.returncode == 0 and loud.returncode == 0, quiet.stderr + loud.stderr
     assert "onnxruntime:" not in quiet.stderr and raw_lines(quiet.stderr) == [], quiet.stderr
     assert "W:onnxruntime" in loud.stderr, f"--debug shows ONNX Runtime's warnings:\n{loud.stderr}"
+
+
+def test_run_with_debug_logs_at_debug_in_the_stage_processes_too(tmp_path: Path, small_video: Path) -> None:
+    # given a multi-process pipeline whose output stage has a video sink (which says at DEBUG how it encodes)
+    path = pipeline(tmp_path, small_video)
+    document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    document["sinks"].append({"type": "video", "path": "out/annotated.mp4"})
+    document["runtime"] = {"mode": "processes", "inference_workers": 1}
+    path.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    encoding_line = re.compile(r"video sink \S*annotated\.mp4: .+ at [0-9.]+ fps")
+    # when it runs with --debug, then without
+    debug = edge_sdk("--debug", "run", path, "--profile", "x86-cpu", cwd=tmp_path)
+    quiet = edge_sdk("run", path, "--profile", "x86-cpu", cwd=tmp_path)
+    # then the output process logged at the runtime's level each time
+    assert debug.returncode == quiet.returncode == 0, debug.stderr + quiet.stderr
+    assert encoding_line.search(debug.stderr), debug.stderr[-2000:]
+    assert not encoding_line.search(quiet.stderr), quiet.stderr[-2000:]

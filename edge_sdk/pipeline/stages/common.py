@@ -59,6 +59,9 @@ class StageChannels:
     """Every stage -> runtime: StageReport, StatusEvent and StageFailure."""
     environment: dict[str, str] = field(default_factory=dict)
     """The runtime's environment when the run started, which a stage forked by the fork server takes."""
+    log_level: int = logging.INFO
+    """The runtime's `edge_sdk` log level (DEBUG under `edge-sdk --debug`), which the stage takes: its
+    own debug lines, and the libraries' logs that follow it (ONNX Runtime's, OpenCV's, FFmpeg's)."""
 
 
 class StageLink:
@@ -68,6 +71,7 @@ class StageLink:
         if channels.environment:
             os.environ.clear()
             os.environ.update(channels.environment)
+        logging.getLogger("edge_sdk").setLevel(channels.log_level)
         self._runtime = child_setup(kind)
         self.control = RunControl.attach(channels.control)
         self._reports = MessageSender(channels.reports_address, give_up=lambda: not self.parent_alive())
