@@ -338,9 +338,8 @@ def _print_summary(
         console.print(f"  outputs in {escape(', '.join(folders))}: {escape(', '.join(o.name for o in outputs))}")
     if dropped := _counts(summary.dropped):
         console.print(f"  dropped frames (live sources, to stay current): {escape(dropped)}")
-    skipped = {name: count for name, count in summary.frames_skipped.items() if count}
-    if skipped:  # as a dict: tests/cli/test_run_source_failures.py reads it so
-        console.print(f"  [yellow]skipped frames[/yellow] (could not be decoded): {escape(str(skipped))}")
+    if skipped := _counts(summary.frames_skipped):
+        console.print(f"  [yellow]skipped frames[/yellow] (could not be decoded): {escape(skipped)}")
     if restarts := _counts(summary.restarts):
         console.print(f"  [yellow]restarted stages[/yellow] (times): {escape(restarts)}")
     if stopped:
@@ -355,7 +354,7 @@ def _print_summary(
 def _latency(summary: RunSummary) -> str:
     if not (math.isfinite(summary.latency_p50_ms) and math.isfinite(summary.latency_p99_ms)):
         return "no latency measured"
-    return f"capture-to-result latency p50 {summary.latency_p50_ms:.1f} ms / p99 {summary.latency_p99_ms:.1f} ms"
+    return f"latency p50 {summary.latency_p50_ms:.1f} ms / p99 {summary.latency_p99_ms:.1f} ms"
 
 
 def _frames(count: int) -> str:
