@@ -26,6 +26,7 @@ from .config import PipelineConfig
 from .frame_ring import monotonic
 from .frame_steps import FrameDelivery, FrameInference
 from .metrics import LatencyRecorder, RunSummary
+from .status_log import logged
 
 
 def run_inline(
@@ -45,6 +46,7 @@ def run_inline(
     others go on, and the summary's `source_failures` says which failed and why.
     """
     stop = stop or threading.Event()
+    on_status = logged(on_status)
     sources = [create_source(spec, config.base_dir, on_status=on_status, stop=stop) for spec in config.sources]
     latencies = LatencyRecorder()
     frames = 0

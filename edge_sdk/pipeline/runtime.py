@@ -47,6 +47,7 @@ from .stages import (
     run_output,
 )
 from .stages.common import GAVE_UP_EXIT
+from .status_log import log_status
 from .watchdog import RestartBudget
 from .worker_layout import inference_layout
 
@@ -351,10 +352,7 @@ class PipelineRuntime:
             self._tally.record(report)
 
     def _emit(self, event: StatusEvent) -> None:
-        level = logging.WARNING if event.kind in _WARNINGS else logging.INFO
-        if event.kind in _SAID_ELSEWHERE:
-            level = logging.DEBUG
-        log.log(level, "%s", event.describe())
+        log_status(event)
         self.on_status(event)
 
     # -- reporting -----------------------------------------------------------------------------------
@@ -388,14 +386,3 @@ class PipelineRuntime:
             if closeable is not None:
                 closeable.close()
         self._reports = self._results = self._control = None
-
-
-_SAID_ELSEWHERE = {StatusKind.SOURCE_FAILED, StatusKind.SINK_FAILED, StatusKind.FRAMES_SKIPPED, StatusKind.STAGE_FAILED}
-"""Logged at debug only, as each is said once elsewhere: the run summary, the failing process's log, the raised error."""
-_WARNINGS = {
-    StatusKind.SOURCE_LOST,
-    StatusKind.STAGE_RESTARTED,
-    StatusKind.STAGE_FAILED,
-    StatusKind.SINK_FAILED,
-    StatusKind.FRAMES_DROPPED,
-}
