@@ -25,6 +25,7 @@ import os
 import sys
 import threading
 import time
+import uuid
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -120,6 +121,8 @@ class PreviewSink(Sink):
         self._recent: collections.deque[tuple[float, float | None, float | None]] = collections.deque()
         """(arrival, total ms, infer ms) of the shown source's frames within STATS_WINDOW_S."""
         self._size: tuple[int, int] | None = None
+        self._session = ""
+        """New each time the sink opens: the page reconnects its stream when a restarted output stage serves it."""
 
     @property
     def url(self) -> str:
@@ -128,6 +131,7 @@ class PreviewSink(Sink):
     def open(self) -> None:
         from .preview_server import PreviewServer  # http.server: only in the process that serves
 
+        self._session = uuid.uuid4().hex[:12]
         self._server = PreviewServer(self.host, self.port, self._viewers, self.stats)
         self.port = self._server.port
         self.name = f"preview:{self.host}:{self.port}"
@@ -171,6 +175,7 @@ class PreviewSink(Sink):
             else None
         )
         return {
+            "session": self._session,
             "pipeline": self.title,
             "source": self.source,
             "frames": frames,
