@@ -18,6 +18,7 @@ from edge_sdk.core.errors import ConfigError, EngineBuildError
 from edge_sdk.core.host import HostFacts, HostProbe
 from edge_sdk.core.model_file import ModelFile
 from edge_sdk.core.precision import Precision
+from edge_sdk.core.progress import step
 from edge_sdk.core.tensor_meta import TensorMeta
 from edge_sdk.graph.options import GraphOptions
 from edge_sdk.profiles import DeviceProfile
@@ -140,10 +141,13 @@ def prepare_engine(
         out_dir: Path, passes: GraphOptions, data: GateData, read: GateFrames
     ) -> tuple[dict[str, object], GateVerdict]:
         frames, origin = read
-        graph_model, graph_facts = _apply_graph_passes(model, passes, out_dir / GRAPH_DIR / model.path.name)
-        build_facts = builder.build(graph_model, profile.engine, precision, out_dir, calibration)
+        with step("graph passes", model.path.name):
+            graph_model, graph_facts = _apply_graph_passes(model, passes, out_dir / GRAPH_DIR / model.path.name)
+        with step(f"{backend.name} build", f"{precision} engine"):
+            build_facts = builder.build(graph_model, profile.engine, precision, out_dir, calibration)
         runner = backend.runner(out_dir, profile.engine, precision)
-        verdict = check_equivalence(model, runner, passes.preprocess is not None, data, frames, origin, thresholds)
+        with step("equivalence gate", origin):
+            verdict = check_equivalence(model, runner, passes.preprocess is not None, data, frames, origin, thresholds)
         learned = {
             "model_path": str(model.path.resolve()),
             "graph_passes": graph_facts,

@@ -12,6 +12,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from edge_sdk.core.errors import ConfigError
+from edge_sdk.core.progress import track
 from edge_sdk.core.tensor_meta import TensorMeta
 
 Sample = dict[str, np.ndarray]
@@ -58,7 +59,8 @@ class SampleSet:
         if inputs is not None and isinstance(reader, RebindableReader):
             reader = reader.bind(inputs)
         samples: list[Sample] = []
-        for sample in reader:
+        total = min(len(reader), limit) if limit is not None else len(reader)
+        for sample in track(reader, "reading calibration data", total):
             if limit is not None and len(samples) >= limit:
                 break
             if inputs is not None:

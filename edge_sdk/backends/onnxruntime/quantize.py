@@ -23,6 +23,7 @@ import onnx
 
 from edge_sdk.core.errors import ConfigError, EngineBuildError, first_line
 from edge_sdk.core.host import HostProbe
+from edge_sdk.core.progress import report
 from edge_sdk.graph.graph_edit import keep_ir_version
 
 from ..calibration.settings import Int8Settings
@@ -119,9 +120,13 @@ def calibrate(model_path: Path, samples: Iterable[Mapping[str, np.ndarray]], set
                 calibrate_method=getattr(quant.CalibrationMethod, method),
                 extra_options=options,
             )
+            task = f"calibration ({settings.method})"
+            report(task, 0, len(samples))
             for start in range(0, len(samples), _CHUNK):
                 calibrator.collect_data(_Samples(samples[start : start + _CHUNK]))
-            data = calibrator.compute_data()
+                report(task, min(start + _CHUNK, len(samples)), len(samples))
+            data = calibrator.compute_data()  # entropy and percentile: the histograms' search, seconds
+            report(task, len(samples), len(samples), finished=True)
         except (ValueError, RuntimeError) as exc:
             raise EngineBuildError(
                 f"calibration ({settings.method}) of {model_path.name} failed: {first_line(exc)}"
