@@ -6,7 +6,8 @@ Usage: python tools/bench/startup.py [--rounds 3] [--video build/demo/demo.mp4]
 Each run is a fresh process, as a user starts it, with the engine already cached (one warm-up run
 first) and a JSONL sink only. The bench polls the JSONL file every millisecond: "first result" is
 the time from starting the process to the first line, "steady FPS" the frames after the first over
-the time from the first line to the last. The runs alternate so every variant sees the same load;
+the time from the first line to the last, "exit s" the time from the last line to the process's exit
+(draining, stopping the stages, the summary). The runs alternate so every variant sees the same load;
 medians of the rounds are printed side by side with the ratio to the plain script.
 """
 
@@ -62,6 +63,8 @@ class Run:
     wall: float
     frames: int
     steady_fps: float
+    exit_after_last: float
+    """Seconds from the last result to the process's exit (the stop, the summary)."""
 
 
 def timed(command: list[str], results: Path, env: dict[str, str]) -> Run:
@@ -93,7 +96,7 @@ def timed(command: list[str], results: Path, env: dict[str, str]) -> Run:
         stderr = process.stderr.read().decode(errors="replace") if process.stderr else ""
         raise SystemExit(f"{command[:3]} failed ({process.returncode}):\n{stderr[-2000:]}")
     steady = (lines - 1) / (last - first) if last > first else float("nan")
-    return Run(first - started, wall, lines, steady)
+    return Run(first - started, wall, lines, steady, started + wall - last)
 
 
 def main() -> None:
@@ -126,13 +129,18 @@ def main() -> None:
             for name, (command, out) in variants.items():
                 runs[name].append(timed(command, out, env))
     print(f"300-frame demo video, {os.cpu_count()} cores, engine cached, {args.rounds} rounds, medians")
-    print(f"{'':38s} {'first result s':>15s} {'wall s':>8s} {'steady FPS':>11s} {'frames':>7s}  wall vs plain")
+    print(
+        f"{'':38s} {'first result s':>15s} {'wall s':>8s} {'steady FPS':>11s} {'exit s':>7s} {'frames':>7s}  wall vs plain"
+    )
     plain_wall = statistics.median(r.wall for r in runs["plain OpenCV + ONNX Runtime script"])
     for name, rounds in runs.items():
         first = statistics.median(r.first_result for r in rounds)
         wall = statistics.median(r.wall for r in rounds)
         fps = statistics.median(r.steady_fps for r in rounds)
-        print(f"{name:38s} {first:15.2f} {wall:8.2f} {fps:11.1f} {rounds[0].frames:7d}  {wall / plain_wall:.2f}x")
+        tail = statistics.median(r.exit_after_last for r in rounds)
+        print(
+            f"{name:38s} {first:15.2f} {wall:8.2f} {fps:11.1f} {tail:7.2f} {rounds[0].frames:7d}  {wall / plain_wall:.2f}x"
+        )
 
 
 if __name__ == "__main__":
