@@ -10,9 +10,11 @@ from typing import Any
 
 import click
 import numpy as np
+from rich.markup import escape
 
 from edge_sdk.backends.calibration import Calibration, int8_settings, make_calibration
 from edge_sdk.backends.calibration.setup import TaskKind
+from edge_sdk.backends.int8.accuracy import boxes_sentence
 from edge_sdk.core.errors import ConfigError, SourceError
 from edge_sdk.core.model_file import ModelFile
 from edge_sdk.core.precision import PRECISIONS, Precision
@@ -34,6 +36,7 @@ from edge_sdk.profiles import DeviceProfile
 
 from .context import CliContext
 from .output_format import Cell, Column, OutputFormat, format_option, in_words
+from .progress_view import progress_bars
 
 pass_cli = click.make_pass_decorator(CliContext)
 model_argument = click.argument("model", type=click.Path(path_type=Path, dir_okay=False))
@@ -58,8 +61,9 @@ def int8_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--task",
             type=click.Choice(["classification", "detection", "generic"]),
-            help="How int8 accuracy is measured. Default: from --pipeline's postprocess, else classification when "
-            "the data has labels, else generic (cosine per output).",
+            help="How int8 accuracy is measured. Default: from --pipeline's postprocess, else detection when the "
+            "model's outputs look like a detector's (SSD detections, a YOLO head), else classification when the "
+            "data has labels, else generic (cosine per output).",
         ),
         click.option("--max-drop", type=float, help="Accuracy points int8 may lose (top-1 or matched boxes)."),
         click.option("--min-cosine", type=float, help="Lowest cosine similarity to FP32 each output may have."),
@@ -153,7 +157,9 @@ def build(
 ) -> None:
     """Build MODEL.onnx into a cached engine for the profile's backend (int8: calibrated and accuracy-gated)."""
     request = engine_request(ctx, model, profile_name, precision, **int8)
-    with ctx.console.status(f"Preparing {request.precision} engine for {model.name} on {request.profile.name}…"):
+    if request.calibration is not None and request.calibration.task_note and not as_json:
+        ctx.err_console.print(escape(request.calibration.task_note))
+    with progress_bars(ctx.err_console, enabled=not as_json):
         prepared = request.prepare(ctx)
     if as_json:
         click.echo(json.dumps(prepared.entry.manifest, indent=2))
@@ -193,8 +199,7 @@ def describe_int8(int8: dict[str, Any]) -> list[str]:
         lines.append(f"top-1 agreement with fp32: {accuracy['top1_agreement']:.2%}")
     if accuracy.get("matched_boxes") is not None:
         lines.append(
-            f"matched boxes: {accuracy['matched_boxes']:.2%} ({accuracy.get('reference_boxes')} fp32, "
-            f"{accuracy.get('candidate_boxes')} int8), score drift {accuracy.get('score_drift', 0.0):.4f}"
+            f"{boxes_sentence(accuracy, ('FP32', 'INT8'))}; score drift {accuracy.get('score_drift', 0.0):.4f}"
         )
     if accuracy.get("matched_boxes") is None:  # detection outputs come in NMS order: cosine means little
         for output in accuracy.get("outputs", []):

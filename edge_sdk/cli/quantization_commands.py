@@ -12,6 +12,7 @@ from rich.markup import escape
 
 from .context import CliContext
 from .output_format import Column, Listing, OutputFormat, format_option
+from .progress_view import progress_bars
 
 if TYPE_CHECKING:
     from edge_sdk.backends.calibration import Calibration
@@ -34,8 +35,9 @@ data_option = click.option(
 task_option = click.option(
     "--task",
     type=click.Choice(["classification", "detection", "generic"]),
-    help="How accuracy is measured. Default: from --pipeline's postprocess, else classification when the data "
-    "has labels, else generic (cosine per output).",
+    help="How accuracy is measured. Default: from --pipeline's postprocess, else detection when the model's "
+    "outputs look like a detector's (SSD detections, a YOLO head), else classification when the data has "
+    "labels, else generic (cosine per output).",
 )
 pipeline_option = click.option(
     "--pipeline",
@@ -104,8 +106,10 @@ def compare(
         limit=limit,
         calibration=_calibration_factory(calib, pipeline, task),
     )
-    with ctx.err_console.status("Preparing both engines and running them on the data…"):
+    with progress_bars(ctx.err_console, enabled=output_format != "json"):
         result = compare_engines(spec_a, spec_b, data, setup)
+    if result.task_note and output_format != "json":
+        ctx.err_console.print(escape(result.task_note))
     failures = result.failures(min_cosine, max_drop)
     if output_format == "json":
         thresholds = {"min_cosine": min_cosine, "max_drop": max_drop}
@@ -151,10 +155,7 @@ def _task_lines(report: AccuracyReport) -> list[str]:
     if report.top1_agreement is not None:
         lines.append(f"top-1 agreement: {report.top1_agreement:.2%}")
     if report.matched_boxes is not None:
-        lines.append(
-            f"matched boxes: {report.matched_boxes:.2%} ({report.reference_boxes} in A, {report.candidate_boxes} "
-            f"in B), score drift {report.score_drift or 0.0:.4f}"
-        )
+        lines.append(f"{report.boxes_sentence(('A', 'B'))}; score drift {report.score_drift or 0.0:.4f}")
     return lines
 
 
@@ -188,7 +189,8 @@ def sensitivity(
     The data is split as an int8 build splits it (every k-th sample held out to measure, the rest
     calibrate). Also checks the calibrated activation ranges for saturation and lost precision.
     """
-    from edge_sdk.backends.calibration import SampleSet, int8_settings, open_calibration_data, task_spec
+    from edge_sdk.backends.calibration import SampleSet, int8_settings, open_calibration_data
+    from edge_sdk.backends.calibration.setup import implied_task
     from edge_sdk.backends.int8.sensitivity import analyse_sensitivity
     from edge_sdk.core.errors import ConfigError
     from edge_sdk.core.model_file import ModelFile
@@ -207,16 +209,14 @@ def sensitivity(
         pipeline.model.input if pipeline else None,
         limit or settings.max_samples,
     )
-    task_kind = task_spec(task, pipeline.postprocess if pipeline else None, reader.labels is not None)
-    samples = SampleSet.from_reader(reader, model_file.inputs)
-    with ctx.err_console.status(f"Quantising each layer of {model.name} alone…") as status:
-
-        def progress(done: int, total: int, node: str) -> None:
-            status.update(f"Quantising each layer of {model.name} alone: {done}/{total} {escape(node)}")
-
-        analysis = analyse_sensitivity(
-            model_file.path, samples, settings, task_kind, quantizer=quantizer, progress=progress
-        )
+    task_kind, task_note = implied_task(
+        task, pipeline.postprocess if pipeline else None, reader.labels is not None, model_file.outputs
+    )
+    if task_note and output_format != "json":
+        ctx.err_console.print(escape(task_note))
+    with progress_bars(ctx.err_console, enabled=output_format != "json"):
+        samples = SampleSet.from_reader(reader, model_file.inputs)
+        analysis = analyse_sensitivity(model_file.path, samples, settings, task_kind, quantizer=quantizer)
     shown = analysis.layers[:top] if top else analysis.layers
     if plot is not None:
         from edge_sdk.backends.int8.sensitivity_plot import plot_sensitivity
@@ -255,7 +255,7 @@ def _print_sensitivity(out: Listing, model_name: str, analysis: SensitivityAnaly
     ]
     out.table((Column("#", "rank"), "layer", "op", analysis.metric, second), rows)
     out.line(f"all layers in int8: {analysis.metric} {analysis.full_int8_drop:.4g}")
-    out.line(f"  {escape(analysis.full_int8.summary())}")
+    out.line(f"  {escape(analysis.full_int8.summary(('FP32', 'INT8')))}")
     out.line(f"calibrated on {analysis.calibration_samples} samples, measured on {analysis.held_out_samples} held out")
 
 

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from edge_sdk.backends.calibration import Calibration, SampleSet, open_calibration_data, task_spec
+from edge_sdk.backends.calibration import Calibration, SampleSet, open_calibration_data
+from edge_sdk.backends.calibration.setup import implied_task
 from edge_sdk.backends.int8.accuracy import AccuracyGate, AccuracyReport, compare_outputs, run_samples
 from edge_sdk.backends.onnxruntime.reference import ReferenceRunner
 from edge_sdk.backends.registry import get_backend
@@ -121,6 +122,8 @@ class EngineComparison:
     samples: int
     report: AccuracyReport
     outputs_only_in: dict[str, list[str]] = field(default_factory=dict)
+    task_note: str = ""
+    """Why the report's task, when A's outputs implied it (a detector's: matched boxes)."""
 
     def failures(self, min_cosine: float | None = None, max_drop: float | None = None) -> list[str]:
         """What misses the thresholds, as sentences (empty = the check passed), judged like the int8 gate:
@@ -141,6 +144,7 @@ class EngineComparison:
             "samples": self.samples,
             "report": self.report.to_dict(),
             "outputs_only_in": self.outputs_only_in,
+            "task_note": self.task_note,
         }
 
 
@@ -236,11 +240,14 @@ def compare_engines(a: EngineSpec, b: EngineSpec, data: Path, setup: CompareSetu
         first.label: sorted(set(outputs_a[0]) - set(shared)),
         second.label: sorted(set(outputs_b[0]) - set(shared)),
     }
-    task = task_spec(setup.task, setup.postprocess, samples_a.labels is not None)
+    task, task_note = implied_task(
+        setup.task, setup.postprocess, samples_a.labels is not None, first.feeds_model.outputs
+    )
     report = compare_outputs(
         [_select(o, shared) for o in outputs_a], [_select(o, shared) for o in outputs_b], task, samples_a.labels
     )
-    return EngineComparison(first.label, second.label, len(samples_a), report, {k: v for k, v in only.items() if v})
+    kept = {k: v for k, v in only.items() if v}
+    return EngineComparison(first.label, second.label, len(samples_a), report, kept, task_note)
 
 
 def _load_samples(engine: ResolvedEngine, data: Path, setup: CompareSetup) -> SampleSet:

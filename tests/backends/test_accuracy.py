@@ -101,9 +101,39 @@ def test_compare_outputs_when_a_box_is_lost_or_added_counts_it_against_the_candi
     reference = [detections((0.1, 0.1, 0.5, 0.5, 0.9), (0.6, 0.6, 0.9, 0.9, 0.8))]
     candidate = [detections((0.1, 0.1, 0.5, 0.5, 0.9), (0.0, 0.6, 0.3, 0.9, 0.7))]  # second box elsewhere
     report = compare_outputs(reference, candidate, DETECTION)
-    assert report.matched_boxes == 0.5, "2 of 4 boxes found a partner"
+    assert report.matched_boxes == 0.5, "1 of the reference's 2 boxes was found"
+    assert (report.matched_count, report.candidate_boxes, report.extra_boxes) == (1, 2, 1)
     failures = AccuracyGate(max_accuracy_drop=5.0, min_cosine=0.0).failures(report)
-    assert failures == ["matched boxes 50.00% (2 reference, 2 candidate boxes; 50.00 points lost), allowed 5.00"]
+    assert failures == [
+        "candidate found 1 of reference's 2 boxes (50.00%, 50.00 points lost), allowed 5.00",
+        "1 of candidate's 2 boxes are not in reference (50.00 points), allowed 5.00",
+    ]
+
+
+def test_box_counts_read_as_one_sentence_whose_numbers_agree() -> None:
+    # Given the reference finds 2 boxes, the candidate keeps 1 of them above the threshold and scores
+    # the other within the margin under it (a user would still call it found)
+    reference = [detections((0.1, 0.1, 0.5, 0.5, 0.9), (0.6, 0.6, 0.9, 0.9, 0.8))]
+    candidate = [detections((0.1, 0.1, 0.5, 0.5, 0.9), (0.6, 0.6, 0.9, 0.9, 0.47))]
+
+    report = compare_outputs(reference, candidate, DETECTION)
+
+    # Then the sentence says what was counted, and its counts are the report's
+    assert report.boxes_sentence(("FP32", "INT8")) == (
+        "matched boxes 100.00%: of FP32's 2 boxes, INT8 found 2 (IoU >= 0.5, same class, score >= 0.45); "
+        "INT8 had 1 boxes at score >= 0.5, 0 of them not in FP32"
+    )
+    assert AccuracyGate(max_accuracy_drop=0.0, min_cosine=1.0).failures(report) == []
+
+
+def test_gate_when_the_candidate_adds_boxes_fails_on_the_extra_share() -> None:
+    reference = [detections((0.1, 0.1, 0.5, 0.5, 0.9), (0.6, 0.6, 0.9, 0.9, 0.2))]
+    candidate = [detections((0.1, 0.1, 0.5, 0.5, 0.9), (0.6, 0.6, 0.9, 0.9, 0.8))]  # 0.2 -> 0.8: a new box
+    report = compare_outputs(reference, candidate, DETECTION)
+    assert report.matched_boxes == 1.0 and report.extra_boxes == 1
+    assert AccuracyGate(max_accuracy_drop=5.0, min_cosine=0.0).failures(report, ("FP32", "INT8")) == [
+        "1 of INT8's 2 boxes are not in FP32 (50.00 points), allowed 5.00"
+    ]
 
 
 def test_compare_outputs_when_a_score_only_crosses_the_threshold_does_not_count_a_lost_box() -> None:

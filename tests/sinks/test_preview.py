@@ -98,6 +98,7 @@ class MjpegReader:
         return stream.read(int(headers["content-length"]))
 
     def close(self) -> None:
+        self.response.close()  # the response holds the socket open until it is closed too
         self.connection.close()
 
 
@@ -198,6 +199,28 @@ def test_preview_when_a_viewer_never_reads_the_pipeline_does_not_wait_and_its_mi
     assert len(closing) == 1 and closing[0].levelno == logging.WARNING, "the drops are said when the sink closes"
     said = re.search(r"(\d+) dropped for slow viewers", closing[0].getMessage())
     assert said and int(said.group(1)) >= int(stats["dropped"]), closing[0].getMessage()  # type: ignore[call-overload]
+
+
+def test_preview_when_a_viewer_disconnects_mid_stream_it_is_let_go_and_the_next_one_is_served(
+    sink: PreviewSink,
+) -> None:
+    # given a viewer that took one frame and closed the tab
+    stop = threading.Event()
+    writer = threading.Thread(target=write_while, args=(sink, stop))
+    writer.start()
+    try:
+        gone = MjpegReader(sink)
+        gone.next_jpeg()
+        gone.close()
+        # then the preview lets it go, and a new viewer gets frames
+        wait_until(lambda: sink.stats()["viewers"] == 0, timeout=5, what="the closed viewer to be let go")
+        again = MjpegReader(sink)
+        assert len(again.next_jpeg()) > 1000
+        again.close()
+    finally:
+        stop.set()
+        writer.join()
+    assert sink.stats()["viewers_served"] == 2
 
 
 def test_preview_when_frames_come_faster_than_max_fps_encodes_at_most_max_fps() -> None:

@@ -100,6 +100,8 @@ class Calibration:
     reader: CalibrationReader
     settings: Int8Settings
     task: TaskSpec
+    task_note: str = ""
+    """Why this task, when the model's outputs implied it (for a status line; not part of the fingerprint)."""
 
     def fingerprint(self) -> str:
         """sha256 over the data (contents and reader settings), the INT8 settings and the task."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -9,6 +10,8 @@ from pydantic import ValidationError
 
 from edge_sdk.core.errors import ConfigError
 from edge_sdk.core.model_file import ModelFile
+from edge_sdk.core.tensor_meta import TensorMeta
+from edge_sdk.postprocess.guess import UnrecognisedOutputs, guess_postprocess
 
 from .data import open_calibration_data
 from .settings import Calibration, Int8Settings, TaskSpec
@@ -33,10 +36,47 @@ def int8_settings(base: Int8Settings | None, **overrides: Any) -> Int8Settings:
 
 
 def task_spec(
-    kind: TaskKind | None, postprocess: AnyPostprocessSpec | None = None, has_labels: bool = False
+    kind: TaskKind | None,
+    postprocess: AnyPostprocessSpec | None = None,
+    has_labels: bool = False,
+    outputs: Sequence[TensorMeta] | None = None,
 ) -> TaskSpec:
     """The task to measure accuracy on: `kind` if given, else what the pipeline's post-processing implies,
-    else classification when the data has labels, else generic."""
+    else detection when the model's `outputs` look like a detector's (SSD detections, a YOLO head), else
+    classification when the data has labels, else generic."""
+    return implied_task(kind, postprocess, has_labels, outputs)[0]
+
+
+def implied_task(
+    kind: TaskKind | None,
+    postprocess: AnyPostprocessSpec | None = None,
+    has_labels: bool = False,
+    outputs: Sequence[TensorMeta] | None = None,
+) -> tuple[TaskSpec, str]:
+    """`task_spec`, and why that task, in words for a status line ('' when the caller said so)."""
+    if kind is None and postprocess is None and outputs is not None:
+        detector = detector_postprocess(outputs)
+        if detector is not None:
+            spec, summary = detector
+            why = (
+                f"accuracy judged as detection (matched boxes), because the {summary}; "
+                "--pipeline or --task say otherwise"
+            )
+            return TaskSpec(kind="detection", postprocess=spec), why
+    return _task_spec(kind, postprocess, has_labels), ""
+
+
+def detector_postprocess(outputs: Sequence[TensorMeta]) -> tuple[AnyPostprocessSpec, str] | None:
+    """The post-processor of a model whose outputs look like a detector's, and what they look like;
+    None for anything else (a classifier, features)."""
+    try:
+        guess = guess_postprocess(outputs)
+    except UnrecognisedOutputs:
+        return None
+    return (guess.spec, guess.summary) if guess.spec.type in ("ssd", "yolo") else None
+
+
+def _task_spec(kind: TaskKind | None, postprocess: AnyPostprocessSpec | None, has_labels: bool) -> TaskSpec:
     implied: TaskKind = "generic"
     if postprocess is not None:
         implied = {"classification": "classification", "ssd": "detection", "yolo": "detection"}.get(
@@ -70,4 +110,5 @@ def make_calibration(
 ) -> Calibration:
     """Open and check the calibration data against `model`, and pair it with the settings and the task."""
     reader = open_calibration_data(data, model, preprocess, input_name, limit=settings.max_samples)
-    return Calibration(reader, settings, task_spec(task, postprocess, reader.labels is not None))
+    spec, why = implied_task(task, postprocess, reader.labels is not None, model.outputs)
+    return Calibration(reader, settings, spec, why)

@@ -14,6 +14,9 @@ from edge_sdk.core.results import FrameMeta
 from edge_sdk.postprocess import build_postprocessor
 
 from ..calibration.settings import Int8Settings, TaskSpec
+from .box_match import BoxMatch, FrameBoxes, count_boxes, match_boxes
+
+__all__ = ["AccuracyGate", "AccuracyReport", "BoxMatch", "boxes_sentence", "compare_outputs", "match_boxes"]
 
 Outputs = Mapping[str, np.ndarray]
 
@@ -44,32 +47,47 @@ class AccuracyReport:
     """Top-1 accuracy (0..1) of the reference against the labels, when there are labels."""
     candidate_accuracy: float | None = None
     matched_boxes: float | None = None
-    """Share (0..1) of both engines' boxes that the other engine also found (same label, IoU >= threshold)."""
+    """Detection: the share (0..1) of the reference's boxes that the candidate also found, `matched_count`
+    of `reference_boxes` (see BoxMatch); 1.0 when the reference found none."""
     score_drift: float | None = None
     """Mean absolute score difference of matched boxes."""
     reference_boxes: int | None = None
+    """Boxes the reference kept at the decoder's score threshold, over every sample (N)."""
     candidate_boxes: int | None = None
+    """Boxes the candidate kept at the same threshold (K)."""
+    matched_count: int | None = None
+    """Reference boxes the candidate found (M)."""
+    extra_boxes: int | None = None
+    """Candidate boxes (of K) that no reference box matches (E)."""
+    box_match: BoxMatch | None = None
+    """The rule the box counts follow."""
     task: str = "generic"
 
     def to_dict(self) -> dict[str, Any]:
         return {key: _rounded(value) for key, value in asdict(self).items()}
 
-    def summary(self) -> str:
-        """One line: the task metric first, then the worst output."""
+    def summary(self, names: tuple[str, str] = ("reference", "candidate")) -> str:
+        """One line: the task metric first, then the worst output; `names` label the two engines."""
         parts = []
         if self.reference_accuracy is not None and self.candidate_accuracy is not None:
             parts.append(f"top-1 accuracy {self.reference_accuracy:.2%} -> {self.candidate_accuracy:.2%}")
         if self.top1_agreement is not None:
             parts.append(f"top-1 agreement {self.top1_agreement:.2%}")
         if self.matched_boxes is not None:
-            parts.append(
-                f"matched boxes {self.matched_boxes:.2%} ({self.reference_boxes} vs {self.candidate_boxes}), "
-                f"score drift {self.score_drift or 0.0:.4f}"
-            )
+            parts.append(self.boxes_sentence(names) + f"; score drift {self.score_drift or 0.0:.4f}")
         if self.outputs and self.matched_boxes is None:  # detection outputs come in NMS order: cosine means little
             worst = min(self.outputs, key=lambda drift: drift.cosine)
             parts.append(f"lowest cosine {worst.cosine:.4f} ('{worst.name}', max abs error {worst.max_abs_error:.4g})")
         return f"{self.samples} samples: " + "; ".join(parts)
+
+    def boxes_sentence(self, names: tuple[str, str] = ("reference", "candidate")) -> str:
+        """The detection metric in words (see `boxes_sentence`)."""
+        return boxes_sentence(self.to_dict(), names)
+
+    @property
+    def extra_share(self) -> float:
+        """The share (0..1) of the candidate's boxes that the reference does not have."""
+        return (self.extra_boxes or 0) / self.candidate_boxes if self.candidate_boxes else 0.0
 
 
 @dataclass(frozen=True)
@@ -109,8 +127,14 @@ class AccuracyGate:
             lost = 100.0 * (1.0 - report.matched_boxes)
             if lost > self.max_accuracy_drop:
                 failures.append(
-                    f"matched boxes {report.matched_boxes:.2%} ({report.reference_boxes} {ref}, "
-                    f"{report.candidate_boxes} {cand} boxes; {lost:.2f} points lost), {allowed}"
+                    f"{cand} found {report.matched_count} of {ref}'s {report.reference_boxes} boxes "
+                    f"({report.matched_boxes:.2%}, {lost:.2f} points lost), {allowed}"
+                )
+            extra = 100.0 * report.extra_share
+            if extra > self.max_accuracy_drop:
+                failures.append(
+                    f"{report.extra_boxes} of {cand}'s {report.candidate_boxes} boxes are not in {ref} "
+                    f"({extra:.2f} points), {allowed}"
                 )
         if report.task != "detection":  # NMS output order makes raw detection tensors incomparable
             for drift in report.outputs:
@@ -120,6 +144,20 @@ class AccuracyGate:
                         f"minimum {self.min_cosine:g}"
                     )
         return failures
+
+
+def boxes_sentence(report: Mapping[str, Any], names: tuple[str, str] = ("reference", "candidate")) -> str:
+    """The detection metric in words, the one way build, compare, sensitivity and the docs say it, from
+    a report (or its dict in a manifest): 'matched boxes 96.30%: of FP32's 54 boxes, INT8 found 52
+    (IoU >= 0.5, same class, score >= 0.45); INT8 had 36 boxes at score >= 0.5, 0 of them not in FP32'."""
+    ref, cand = names
+    match = report.get("box_match") or BoxMatch().to_dict()
+    return (
+        f"matched boxes {report.get('matched_boxes') or 0.0:.2%}: of {ref}'s {report.get('reference_boxes')} "
+        f"boxes, {cand} found {report.get('matched_count')} (IoU >= {match['iou_threshold']:g}, same class, "
+        f"score >= {match['lenient_threshold']:g}); {cand} had {report.get('candidate_boxes')} boxes at score >= "
+        f"{match['score_threshold']:g}, {report.get('extra_boxes')} of them not in {ref}"
+    )
 
 
 def run_samples(engine: Any, samples: Iterable[Mapping[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:
@@ -203,65 +241,41 @@ def _classification(
 def _detection(
     report: AccuracyReport, reference: Sequence[Outputs], candidate: Sequence[Outputs], task: TaskSpec
 ) -> AccuracyReport:
-    """Boxes kept by the decoder in one engine, matched against the other's decoded a little more leniently
-    (`score_margin` under the threshold), so a score that merely crosses the threshold is not a lost box."""
+    """The box counts of BoxMatch: each engine's boxes at the decoder's threshold, each matched against
+    the other's decoded `score_margin` under it."""
 
     assert task.postprocess is not None  # TaskSpec validates this
     spec: Any = task.postprocess
-    lenient_spec = spec.model_copy(update={"score_threshold": max(spec.score_threshold - task.score_margin, 1e-3)})
+    lenient_threshold = max(spec.score_threshold - task.score_margin, 1e-3)
+    lenient_spec = spec.model_copy(update={"score_threshold": lenient_threshold})
     decode, lenient = build_postprocessor(spec), build_postprocessor(lenient_spec)
     geometry = InputGeometry.identity(_DECODE_SIZE, _DECODE_SIZE)
-    matched = ref_count = cand_count = 0
-    drifts: list[float] = []
+    frames = []
     for index, (ref, cand) in enumerate(zip(reference, candidate, strict=True)):
         frame = FrameMeta("accuracy", index, 0.0, _DECODE_SIZE, _DECODE_SIZE)
         ref_outputs, cand_outputs = {k: v[0] for k, v in ref.items()}, {k: v[0] for k, v in cand.items()}
-        ref_boxes = decode(ref_outputs, frame, geometry).detections
-        cand_boxes = decode(cand_outputs, frame, geometry).detections
-        ref_count, cand_count = ref_count + len(ref_boxes), cand_count + len(cand_boxes)
-        found = lenient(cand_outputs, frame, geometry).detections
-        pairs = match_boxes(ref_boxes, found, task.iou_threshold)
-        matched += len(pairs) + len(
-            match_boxes(cand_boxes, lenient(ref_outputs, frame, geometry).detections, task.iou_threshold)
+        frames.append(
+            FrameBoxes(
+                decode(ref_outputs, frame, geometry).detections,
+                lenient(ref_outputs, frame, geometry).detections,
+                decode(cand_outputs, frame, geometry).detections,
+                lenient(cand_outputs, frame, geometry).detections,
+            )
         )
-        drifts += [abs(ref_boxes[i].score - found[j].score) for i, j in pairs]
-    total = ref_count + cand_count
+    rule = BoxMatch(task.iou_threshold, spec.score_threshold, round(lenient_threshold, 6))
+    counts = count_boxes(frames, rule)
     return _replace(
         report,
         {
-            "matched_boxes": matched / total if total else 1.0,
-            "score_drift": float(np.mean(drifts)) if drifts else 0.0,
-            "reference_boxes": ref_count,
-            "candidate_boxes": cand_count,
+            "matched_boxes": counts.matched_share,
+            "score_drift": counts.score_drift,
+            "reference_boxes": counts.reference,
+            "candidate_boxes": counts.candidate,
+            "matched_count": counts.matched,
+            "extra_boxes": counts.extra,
+            "box_match": rule,
         },
     )
-
-
-def match_boxes(reference: Sequence[Any], candidate: Sequence[Any], iou_threshold: float) -> list[tuple[int, int]]:
-    """Greedy matching, highest reference score first: (reference index, candidate index) pairs of one label."""
-    pairs, taken = [], set()
-    for i in sorted(range(len(reference)), key=lambda k: -reference[k].score):
-        best, best_iou = None, iou_threshold
-        for j, box in enumerate(candidate):
-            if j in taken or box.class_id != reference[i].class_id:
-                continue
-            overlap = _iou(reference[i], box)
-            if overlap >= best_iou:
-                best, best_iou = j, overlap
-        if best is not None:
-            taken.add(best)
-            pairs.append((i, best))
-    return pairs
-
-
-def _iou(a: Any, b: Any) -> float:
-    width = min(a.x2, b.x2) - max(a.x1, b.x1)
-    height = min(a.y2, b.y2) - max(a.y1, b.y1)
-    if width <= 0 or height <= 0:
-        return 0.0
-    inter = width * height
-    union = (a.x2 - a.x1) * (a.y2 - a.y1) + (b.x2 - b.x1) * (b.y2 - b.y1) - inter
-    return inter / union if union > 0 else 0.0
 
 
 def _replace(report: AccuracyReport, updates: dict[str, Any]) -> AccuracyReport:

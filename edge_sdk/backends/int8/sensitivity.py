@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from edge_sdk.core.errors import ConfigError
+from edge_sdk.core.progress import report as report_progress
 
 from .accuracy import AccuracyReport, compare_outputs, run_samples
 from .range_check import range_warnings
@@ -63,7 +64,8 @@ def drop_metric(report: AccuracyReport, task: TaskSpec) -> tuple[float, str]:
     """One number for 'how much worse' and its name, chosen by what the report can measure.
 
     Classification with labels: accuracy points lost; without labels: top-1 disagreement in points;
-    detection: boxes that no longer match, in points; anything else: 1 - the lowest output cosine.
+    detection: the worse of the reference's boxes lost and the candidate's extra boxes, in points (the two
+    shares the gate limits); anything else: 1 - the lowest output cosine.
     """
     if task.kind == "classification":
         if report.reference_accuracy is not None and report.candidate_accuracy is not None:
@@ -71,7 +73,7 @@ def drop_metric(report: AccuracyReport, task: TaskSpec) -> tuple[float, str]:
         if report.top1_agreement is not None:
             return _points(1.0 - report.top1_agreement), "top-1 disagreement (points)"
     if task.kind == "detection" and report.matched_boxes is not None:
-        return _points(1.0 - report.matched_boxes), "unmatched boxes (points)"
+        return _points(max(1.0 - report.matched_boxes, report.extra_share)), "unmatched boxes (points)"
     return 1.0 - lowest_cosine(report), "1 - cosine"
 
 
@@ -119,6 +121,7 @@ def rank_layers(
     if unknown:
         raise ConfigError(f"expected nodes of {model_path.name}, got unknown names {unknown[:5]}")
     scored = []
+    report_progress("sensitivity", 0, len(candidates))
     for index, node in enumerate(candidates, start=1):
         quantized = quantizer.quantize(model_path, ranges, settings, only_nodes=[node])
         if _has_quantization(quantized):
@@ -131,6 +134,7 @@ def rank_layers(
             layer = LayerSensitivity(node, op_types[node], 0.0, 1.0, drop_metric_name(task, labels), unchanged)
             scored.append((layer, 0.0))
         log.debug("sensitivity %s: %s %.4f, cosine %.6f", node, layer.metric, layer.metric_drop, layer.cosine)
+        report_progress("sensitivity", index, len(candidates), finished=index == len(candidates))
         if progress is not None:
             progress(index, len(candidates), node)
     scored.sort(key=lambda pair: (-pair[0].metric_drop, -pair[1]))

@@ -82,7 +82,7 @@ def build_int8_model(
         report = compare_outputs(
             reference, _run(quantized, options, workdir, held_out), calibration.task, held_out.labels
         )
-        log.info("int8 vs fp32 on held-out data: %s", report.summary())
+        log.info("int8 vs fp32 on held-out data: %s", report.summary(NAMES))
         result = Int8Result(quantized, (), report)
         failures = gate.failures(report, names=NAMES)
         if failures and settings.fallback == "mixed":
@@ -151,7 +151,7 @@ def _failure_paragraph(calibration: Calibration, held_out: SampleSet, result: In
     )
     return (
         f"the INT8 engine failed the accuracy gate{kept} on {len(held_out)} held-out samples of "
-        f"{calibration.reader.description}: {'; '.join(failures)}. Measured: {result.report.summary()}. "
+        f"{calibration.reader.description}: {'; '.join(failures)}. Measured: {result.report.summary(NAMES)}. "
         f"To build anyway, {advice}."
     )
 
