@@ -166,14 +166,13 @@ class PreviewSink(Sink):
     def stats(self) -> dict[str, Any]:
         """What /stats.json serves: the shown source's frames, FPS and latency (from each Result's
         timings), and the viewers' counts (`dropped`: frames a slow viewer missed)."""
+        now = time.monotonic()
         with self._lock:
-            recent = list(self._recent)
+            recent = [frame for frame in self._recent if now - frame[0] <= STATS_WINDOW_S]  # a stalled pipeline: 0 FPS
             frames, encoded, encode_seconds, size = self._frames, self._encoded, self._encode_seconds, self._size
-        fps = (
-            (len(recent) - 1) / (recent[-1][0] - recent[0][0])
-            if len(recent) > 1 and recent[-1][0] > recent[0][0]
-            else None
-        )
+        fps = None if not frames else 0.0
+        if len(recent) > 1 and recent[-1][0] > recent[0][0]:
+            fps = (len(recent) - 1) / (recent[-1][0] - recent[0][0])
         return {
             "session": self._session,
             "pipeline": self.title,

@@ -157,6 +157,9 @@ def test_preview_page_and_stats_say_frames_fps_and_latency_from_the_results(sink
     assert 20 < float(stats["fps"]) < 60, stats  # type: ignore[arg-type]
     assert 40.0 <= float(stats["latency_ms"]) <= 42.0 and stats["infer_ms"] == 12.0, stats  # type: ignore[arg-type]
     assert stats["size"] == [WIDTH, HEIGHT] and stats["encoded"] == 0, "nobody watched: nothing was encoded"
+    time.sleep(2.1)
+    stalled = get_json(sink.url + "stats.json")
+    assert stalled["fps"] == 0.0 and stalled["latency_ms"] is None, "no frame for 2 s reads as 0 FPS, not the last rate"
     with pytest.raises(urllib.error.HTTPError, match="404"):
         urllib.request.urlopen(sink.url + "nothing-here", timeout=5)
 
