@@ -105,7 +105,7 @@ def test_compare_outputs_when_a_box_is_lost_or_added_counts_it_against_the_candi
     assert (report.matched_count, report.candidate_boxes, report.extra_boxes) == (1, 2, 1)
     failures = AccuracyGate(max_accuracy_drop=5.0, min_cosine=0.0).failures(report)
     assert failures == [
-        "candidate found 1 of reference's 2 boxes (50.00%, 50.00 points lost), allowed 5.00",
+        "matched boxes 50.00%: candidate found 1 of reference's 2 boxes (50.00 points lost), allowed 5.00",
         "1 of candidate's 2 boxes are not in reference (50.00 points), allowed 5.00",
     ]
 

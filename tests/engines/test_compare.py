@@ -207,11 +207,13 @@ def test_engine_comparison_when_detection_judges_matched_boxes_not_raw_cosine() 
         score_drift=0.02,
         reference_boxes=10,
         candidate_boxes=9,
+        matched_count=9,
+        extra_boxes=0,
         task="detection",
     )
     comparison = EngineComparison("A", "B", 10, report)
     # then
     assert comparison.failures(min_cosine=0.99) == [], "raw detection tensors are not compared by cosine"
     [failure] = comparison.failures(min_cosine=0.99, max_drop=5.0)
-    assert "matched boxes 90.00%" in failure and "10.00 points lost" in failure
+    assert "matched boxes 90.00%: B found 9 of A's 10 boxes" in failure and "10.00 points lost" in failure
     assert comparison.failures(max_drop=10.0) == []

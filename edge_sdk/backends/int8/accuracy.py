@@ -127,8 +127,8 @@ class AccuracyGate:
             lost = 100.0 * (1.0 - report.matched_boxes)
             if lost > self.max_accuracy_drop:
                 failures.append(
-                    f"{cand} found {report.matched_count} of {ref}'s {report.reference_boxes} boxes "
-                    f"({report.matched_boxes:.2%}, {lost:.2f} points lost), {allowed}"
+                    f"matched boxes {report.matched_boxes:.2%}: {cand} found {report.matched_count} of {ref}'s "
+                    f"{report.reference_boxes} boxes ({lost:.2f} points lost), {allowed}"
                 )
             extra = 100.0 * report.extra_share
             if extra > self.max_accuracy_drop:
