@@ -188,7 +188,7 @@ def describe_int8(int8: dict[str, Any]) -> list[str]:
         f"activations / {int8.get('weight_type')} weights{' per channel' if int8.get('per_channel') else ''}, "
         f"{samples.get('calibration')} calibration + {samples.get('held_out')} held-out samples",
         f"int8 nodes: {int8.get('int8_nodes')} of {int8.get('quantizable_nodes')} quantisable; "
-        f"kept in float: {len(int8.get('excluded_nodes', []))}",
+        f"kept in float: {len(int8.get('excluded_nodes', []))}{_recipe_note(int8)}",
     ]
     accuracy = int8.get("accuracy", {})
     if accuracy.get("reference_accuracy") is not None:
@@ -209,6 +209,14 @@ def describe_int8(int8: dict[str, Any]) -> list[str]:
     for warning in int8.get("range_warnings", []):
         lines.append(f"range check: {warning['tensor']} ({warning['kind']}): {warning['detail']}")
     return lines
+
+
+def _recipe_note(int8: dict[str, Any]) -> str:
+    recipe = int8.get("recipe_float_nodes") or 0
+    searched = len(int8.get("excluded_nodes", [])) - recipe
+    if not recipe:
+        return ""
+    return f" ({recipe} by the detector recipe: its stem and post-processing{f'; {searched} by the search' if searched else ''})"
 
 
 @click.command()

@@ -10,7 +10,7 @@ import pytest
 
 from edge_sdk.backends.calibration import Int8Settings, SampleSet, TaskSpec
 from edge_sdk.backends.int8.accuracy import AccuracyGate, AccuracyReport, run_samples
-from edge_sdk.backends.int8.mixed_precision import search_mixed_precision
+from edge_sdk.backends.int8.mixed_precision import MixedPrecisionStopped, search_mixed_precision
 from edge_sdk.backends.int8.sensitivity import LayerSensitivity, evaluate_model
 from edge_sdk.backends.onnxruntime.quantize import TensorRanges, calibrate, prepare_for_quantization
 from edge_sdk.backends.onnxruntime.quantizer import OnnxRuntimeQuantizer
@@ -87,9 +87,9 @@ def test_search_mixed_precision_when_culprit_ranks_fourth_grows_then_bisects(set
     ranking = [_layer(n) for n in ("fc", "conv_b", "clip_a", SENSITIVE_NODE, "relu_b")]
     # when
     result = _search(setup, ranking=ranking)
-    # then it tried 1, 2, 4 layers in float, then 3 between the last failure and the first pass
-    assert [step.excluded for step in result.steps] == [1, 2, 4, 3]
-    assert [not step.failures for step in result.steps] == [False, False, True, False]
+    # then it checked that all 5 in float pass, tried 1, 2, 4, then 3 between the last failure and the first pass
+    assert [step.excluded for step in result.steps] == [5, 1, 2, 4, 3]
+    assert [not step.failures for step in result.steps] == [True, False, False, True, False]
     assert result.excluded_nodes == ("fc", "conv_b", "clip_a", SENSITIVE_NODE)
 
 
@@ -98,15 +98,44 @@ class _NeverPasses:
         return ["cosine below an impossible bar"]
 
 
-def test_search_mixed_precision_when_even_all_float_fails_raises_with_the_report(setup: Setup) -> None:
-    with pytest.raises(EngineBuildError, match=r"even with all 3 quantisable layers in float.*impossible bar"):
+def test_search_mixed_precision_when_even_all_float_fails_stops_after_one_round_without_ranking(
+    setup: Setup,
+) -> None:
+    with pytest.raises(
+        MixedPrecisionStopped, match=r"even with all 3 quantisable layers in float.*impossible bar"
+    ) as info:
         _search(setup, gate=_NeverPasses())
+    assert [step.excluded for step in info.value.steps] == [3], "one round, no ranking, no doubling"
+    assert "the layers were not ranked" in info.value.reason and "\n" not in info.value.reason
+    assert isinstance(info.value, EngineBuildError)
+
+
+def test_search_mixed_precision_when_more_float_layers_stop_helping_stops_and_says_so(setup: Setup) -> None:
+    # given a ranking whose top 4 are harmless (the broken layer ranks 5th): keeping 1, 2, 4 of them in
+    # float changes nothing
+    ranking = [_layer(n) for n in ("fc", "conv_b", "clip_a", "relu_b", SENSITIVE_NODE)]
+    with pytest.raises(MixedPrecisionStopped) as info:
+        _search(setup, ranking=ranking)
+    # then it stops after two doublings without a better metric, before trying more
+    assert [step.excluded for step in info.value.steps] == [5, 1, 2, 4]
+    assert info.value.reason.startswith("keeping 4 layers in float did not improve the accuracy drop (points)")
+    assert "more layers in float are not helping" in info.value.reason
+
+
+def test_search_mixed_precision_when_only_all_layers_in_float_pass_refuses_the_fp32_model(setup: Setup) -> None:
+    ranking = [_layer(n) for n in ("fc", "conv_b", SENSITIVE_NODE)]
+    with pytest.raises(MixedPrecisionStopped, match=r"passes only with all 3 quantisable layers in float") as info:
+        _search(setup, ranking=ranking)
+    assert [step.excluded for step in info.value.steps] == [3, 1, 2]
 
 
 def test_search_mixed_precision_when_to_dict_lists_what_stayed_float(setup: Setup) -> None:
     payload = _search(setup).to_dict()
     assert payload["excluded_nodes"] == [SENSITIVE_NODE]
-    assert payload["steps"] == [{"excluded": 1, "passed": True, "failures": []}]
+    assert payload["steps"] == [
+        {"excluded": 3, "passed": True, "failures": []},
+        {"excluded": 1, "passed": True, "failures": []},
+    ]
     assert payload["most_sensitive"][0]["node"] == SENSITIVE_NODE
 
 

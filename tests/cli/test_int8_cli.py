@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
+import subprocess
+import threading
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import REPO_ROOT
 
-from .test_cli import assert_one_line_error, edge_sdk
+from .test_cli import EDGE_SDK, assert_one_line_error, edge_sdk
 
 pytestmark = pytest.mark.slow  # multi-process runs or subprocesses: not in make test-fast
 
@@ -91,3 +95,55 @@ def test_build_int8_when_task_is_detection_without_a_pipeline_asks_for_the_decod
         cache=cache,
     )
     assert_one_line_error(done, "task detection: expected a pipeline with an ssd or yolo postprocess (--pipeline)")
+
+
+def _on_a_terminal(*args: object, cache: Path) -> tuple[int, str, str]:
+    """Run edge-sdk with stderr on a pseudo-terminal (as in a shell) and stdout piped: (code, stdout, stderr)."""
+    master, slave = pty.openpty()
+    env = {**os.environ, "EDGE_SDK_CACHE_DIR": str(cache), "COLUMNS": "160", "TERM": "xterm"}
+    process = subprocess.Popen(
+        [EDGE_SDK, *map(str, args)], stdout=subprocess.PIPE, stderr=slave, cwd=REPO_ROOT, env=env, text=True
+    )
+    os.close(slave)
+    chunks: list[bytes] = []
+
+    def drain() -> None:
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                return
+            if not chunk:
+                return
+            chunks.append(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    stdout, _ = process.communicate(timeout=240)
+    reader.join(timeout=10)
+    os.close(master)
+    return process.returncode, stdout, b"".join(chunks).decode(errors="replace")
+
+
+def test_build_int8_on_a_terminal_shows_progress_bars_on_stderr_but_not_under_json(cache: Path) -> None:
+    # When a user builds an int8 engine from a shell, then with --json
+    args = ("build", DIGITS, "--precision", "int8", "--calib", CALIBRATION, "--profile", "x86-cpu")
+    code, stdout, stderr = _on_a_terminal(*args, cache=cache)
+    json_code, json_stdout, json_stderr = _on_a_terminal(*args, "--json", cache=cache / "again")
+
+    # Then stderr shows the build's steps as bars (calibration counts its samples), stdout only the result
+    assert code == 0, stderr
+    assert stdout.startswith("built: "), stdout
+    for step in ("reading calibration data", "calibration (minmax)", "onnxruntime build", "equivalence gate"):
+        assert step in stderr, f"expected a bar for {step!r} on the terminal: {stderr!r}"
+    assert "━" in stderr, "a bar is drawn"
+    # and under --json nothing but the manifest is printed, and no bar
+    assert json_code == 0, json_stderr
+    assert json.loads(json_stdout)["key"]["precision"] == "int8"
+    assert "calibration (minmax)" not in json_stderr and "━" not in json_stderr, json_stderr
+
+
+def test_build_int8_when_piped_prints_no_progress(cache: Path) -> None:
+    done = edge_sdk("build", DIGITS, "--precision", "int8", "--calib", CALIBRATION, "--profile", "x86-cpu", cache=cache)
+    assert done.returncode == 0, done.stderr
+    assert "calibration (minmax)" not in done.stderr and "━" not in done.stderr, done.stderr

@@ -14,7 +14,7 @@ from edge_sdk.postprocess import PostprocessSpec
 if TYPE_CHECKING:
     from .reader import CalibrationReader
 
-CALIBRATION_FORMAT = 1
+CALIBRATION_FORMAT = 2
 """Bump when calibration or quantisation changes what the same data and settings produce."""
 
 
@@ -57,6 +57,12 @@ class Int8Settings(BaseModel):
     )
     min_cosine: float = Field(
         0.99, ge=0.0, le=1.0, description="Cosine similarity every output must keep with FP32 (not for detection)."
+    )
+    keep_float: Literal["auto", "none"] = Field(
+        "auto",
+        description="Layers kept in float before any gate: auto = for detectors, the post-processing after the "
+        "last weighted layer (box decoding, NMS) and the stem, the first three convolutions (backends/int8/recipe.py); "
+        "none = quantise every layer the backend can.",
     )
     fallback: Literal["none", "mixed"] = Field(
         "none",

@@ -22,8 +22,9 @@ from edge_sdk.core.precision import Precision
 from ..calibration.reader import SampleSet
 from ..calibration.settings import Calibration
 from ..int8.accuracy import AccuracyGate, AccuracyReport, compare_outputs, run_samples
-from ..int8.mixed_precision import search_mixed_precision
+from ..int8.mixed_precision import MixedPrecisionStopped, search_mixed_precision
 from ..int8.range_check import range_warnings
+from ..int8.recipe import default_float_nodes
 from .options import OnnxRuntimeOptions
 from .quantize import (
     calibrate,
@@ -78,18 +79,25 @@ def build_int8_model(
         for warning in warnings:
             log.warning("int8 range check: %s (%s): %s", warning.tensor, warning.kind, warning.detail)
         reference = run_samples(_session(model.path, options, "fp32", workdir), held_out)
-        quantized = quantize_with_ranges(prepared, ranges, settings)
+        keep_float = default_float_nodes(onnx.load(str(prepared)), settings, calibration.task)
+        if keep_float:
+            log.info("int8: %d nodes of the detector's stem and post-processing stay in float", len(keep_float))
+        quantized = quantize_with_ranges(prepared, ranges, settings, exclude_nodes=keep_float)
         report = compare_outputs(
             reference, _run(quantized, options, workdir, held_out), calibration.task, held_out.labels
         )
         log.info("int8 vs fp32 on held-out data: %s", report.summary(NAMES))
-        result = Int8Result(quantized, (), report)
+        result = Int8Result(quantized, tuple(keep_float), report)
         failures = gate.failures(report, names=NAMES)
+        stopped = None
         if failures and settings.fallback == "mixed":
-            result = _mixed_precision(prepared, ranges, calibration, held_out, reference, gate)
-            failures = gate.failures(result.report, names=NAMES)
+            try:
+                result = _mixed_precision(prepared, ranges, calibration, held_out, reference, gate, report, keep_float)
+                failures = gate.failures(result.report, names=NAMES)
+            except MixedPrecisionStopped as exc:
+                stopped = exc.reason
         if failures:
-            raise EngineBuildError(_failure_paragraph(calibration, held_out, result, failures))
+            raise EngineBuildError(_failure_paragraph(calibration, held_out, result, failures, stopped))
         onnx.save(result.model, str(out_path))
     return {
         "method": settings.method,
@@ -106,6 +114,8 @@ def build_int8_model(
         "quantizable_nodes": candidates,
         "int8_nodes": count_int8_nodes(result.model),
         "excluded_nodes": list(result.excluded_nodes),
+        "keep_float": settings.keep_float,
+        "recipe_float_nodes": len(keep_float),
         "fallback": settings.fallback,
         "gate": {"max_accuracy_drop": settings.max_accuracy_drop, "min_cosine": settings.min_cosine},
         "accuracy": result.report.to_dict(),
@@ -123,6 +133,8 @@ def _mixed_precision(
     held_out: SampleSet,
     reference: list[dict[str, Any]],
     gate: AccuracyGate,
+    full_int8: AccuracyReport,
+    keep_float: list[str],
 ) -> Int8Result:
 
     log.info("int8 gate failed; searching for layers to keep in float")
@@ -136,23 +148,29 @@ def _mixed_precision(
         held_out.labels,
         gate,
         quantizer=OnnxRuntimeQuantizer(),
+        full_int8=full_int8,
+        keep_float=keep_float,
     )
     search = found.to_dict() if hasattr(found, "to_dict") else None
-    return Int8Result(found.model, tuple(found.excluded_nodes), found.report, search)
+    return Int8Result(found.model, (*keep_float, *found.excluded_nodes), found.report, search)
 
 
-def _failure_paragraph(calibration: Calibration, held_out: SampleSet, result: Int8Result, failures: list[str]) -> str:
-    kept = f" even with {len(result.excluded_nodes)} layers kept in float" if result.excluded_nodes else ""
+def _failure_paragraph(
+    calibration: Calibration, held_out: SampleSet, result: Int8Result, failures: list[str], stopped: str | None
+) -> str:
+    searched = stopped is not None or result.search is not None
+    kept = f" even with {len(result.excluded_nodes)} nodes kept in float" if result.search is not None else ""
     advice = (
         "loosen the gate (--max-drop, --min-cosine), try another --calib-method or more calibration data"
-        if result.excluded_nodes
+        if searched
         else "loosen the gate (--max-drop, --min-cosine), try another --calib-method, or let the build keep "
         "the most sensitive layers in float (--fallback mixed)"
     )
+    fallback = f" The mixed-precision fallback stopped: {stopped}." if stopped else ""
     return (
         f"the INT8 engine failed the accuracy gate{kept} on {len(held_out)} held-out samples of "
-        f"{calibration.reader.description}: {'; '.join(failures)}. Measured: {result.report.summary(NAMES)}. "
-        f"To build anyway, {advice}."
+        f"{calibration.reader.description}: {'; '.join(failures)}.{fallback} Measured: "
+        f"{result.report.summary(NAMES)}. To build anyway, {advice}."
     )
 
 
