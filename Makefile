@@ -4,17 +4,17 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 DEMO_VIDEO := build/demo/demo.mp4
 
-.PHONY: demo test test-fast lint format typecheck bench system-deps schemas clean
+.PHONY: demo test test-fast lint format typecheck bench system-deps schemas docs clean
 
 # The stamps re-run pip whenever pyproject.toml changes.
 $(VENV)/.runtime: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[cpu]'
+	$(BIN)/python -m pip install --quiet -e '.[cpu,video]'
 	touch $@
 
 $(VENV)/.test: $(VENV)/.runtime
-	$(BIN)/python -m pip install --quiet -e '.[cpu,test]'
+	$(BIN)/python -m pip install --quiet -e '.[cpu,video,test]'
 	touch $@
 
 $(DEMO_VIDEO): tools/make_demo_video.py tools/assets/astronaut.jpg | $(VENV)/.runtime

@@ -1,7 +1,7 @@
 """An annotated video file: H.264 in MP4 (browsers and editors play it) when PyAV is installed, else
 OpenCV's MPEG-4 Part 2 (mp4v).
 
-OpenCV's wheels cannot encode H.264; PyAV's (`pip install 'edge-sdk[video]'`, in `[cpu]` too) bundle
+OpenCV's wheels cannot encode H.264; PyAV's (`pip install 'edge-sdk[video]'`; opt-in, as libx264 is GPL-2.0+) bundle
 FFmpeg with libx264. `codec: auto` (the default) writes H.264 through PyAV into .mp4/.mov/.mkv/.m4v
 files (yuv420p, the pixel format browsers decode; the index at the front, `+faststart`, so a file
 plays while it downloads) and falls back to OpenCV's mp4v with one line saying so; `codec: h264`
