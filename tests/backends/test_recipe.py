@@ -14,14 +14,14 @@ DETECTION = TaskSpec(kind="detection", postprocess=SsdSpec(type="ssd"))
 
 
 def _detector_like() -> onnx.ModelProto:
-    """Four convolutions, then a head: a reshape and a sigmoid (scores) and a mul (box decoding) per branch."""
+    """Eight convolutions, then a head: a reshape and a sigmoid (scores) and a mul (box decoding) per branch."""
     weight = numpy_helper.from_array(np.ones((2, 2, 1, 1), np.float32), "w")
     nodes = [
-        helper.make_node("Conv", ["x" if i == 0 else f"c{i - 1}", "w"], [f"c{i}"], name=f"conv{i}") for i in range(4)
+        helper.make_node("Conv", ["x" if i == 0 else f"c{i - 1}", "w"], [f"c{i}"], name=f"conv{i}") for i in range(8)
     ]
     nodes += [
         helper.make_node("Relu", ["c0"], ["r0"], name="relu0"),
-        helper.make_node("Reshape", ["c3", "shape"], ["flat"], name="reshape"),
+        helper.make_node("Reshape", ["c7", "shape"], ["flat"], name="reshape"),
         helper.make_node("Sigmoid", ["flat"], ["scores"], name="sigmoid"),
         helper.make_node("Mul", ["flat", "scale"], ["boxes"], name="decode"),
     ]
@@ -43,13 +43,12 @@ def _detector_like() -> onnx.ModelProto:
     return helper.make_model(graph)
 
 
-def test_recipe_for_a_detector_keeps_the_first_three_convolutions_and_what_follows_the_last_one_in_float() -> None:
+def test_recipe_for_a_detector_keeps_the_first_six_convolutions_and_what_follows_the_last_one_in_float() -> None:
     model = _detector_like()
-    assert stem_nodes(model) == ["conv0", "conv1", "conv2"]
+    stem = [f"conv{i}" for i in range(6)]
+    assert stem_nodes(model) == stem
     assert tail_nodes(model) == ["relu0", "reshape", "sigmoid", "decode"], "every node with no convolution after it"
-    assert default_float_nodes(model, Int8Settings(), DETECTION) == [
-        "conv0", "conv1", "conv2", "relu0", "reshape", "sigmoid", "decode",
-    ]  # fmt: skip
+    assert default_float_nodes(model, Int8Settings(), DETECTION) == [*stem, "relu0", "reshape", "sigmoid", "decode"]
 
 
 def test_recipe_for_a_classifier_or_when_turned_off_keeps_nothing_in_float() -> None:

@@ -14,7 +14,7 @@ from edge_sdk.postprocess import PostprocessSpec
 if TYPE_CHECKING:
     from .reader import CalibrationReader
 
-CALIBRATION_FORMAT = 2
+CALIBRATION_FORMAT = 3
 """Bump when calibration or quantisation changes what the same data and settings produce."""
 
 
@@ -61,7 +61,7 @@ class Int8Settings(BaseModel):
     keep_float: Literal["auto", "none"] = Field(
         "auto",
         description="Layers kept in float before any gate: auto = for detectors, the post-processing after the "
-        "last weighted layer (box decoding, NMS) and the stem, the first three convolutions (backends/int8/recipe.py); "
+        "last weighted layer (box decoding, NMS) and the stem, the first six convolutions (backends/int8/recipe.py); "
         "none = quantise every layer the backend can.",
     )
     fallback: Literal["none", "mixed"] = Field(
