@@ -148,10 +148,17 @@ def search_mixed_precision(
         )
     if ranking is None:
         ranking = rank_layers(
-            model_path, ranges, settings, held_out, reference_outputs, task, labels, quantizer=quantizer
+            model_path,
+            ranges,
+            settings,
+            held_out,
+            reference_outputs,
+            task,
+            labels,
+            quantizer=quantizer,
+            nodes=candidates,
         )
-        # tried[total] stays right: all of them, in any order
-        order = [layer.node for layer in ranking if layer.node not in set(keep_float)]
+        order = [layer.node for layer in ranking]  # tried[total] stays right: all of them, in any order
     best = drop_metric(full_int8, task)[0] if full_int8 is not None else float("inf")
     best_count, stalled = 0, 0
     failing, passing = 0, None
