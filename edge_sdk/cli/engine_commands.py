@@ -266,7 +266,8 @@ def bench(
     request = engine_request(ctx, model, profile_name, precision, **int8)
     check_benchmark_arguments(batch_sizes, warmup, iterations, dynamic_size, request.model.inputs)
     profile = request.profile
-    prepared = request.prepare(ctx)
+    with progress_bars(ctx.err_console, enabled=output_format != "json"):
+        prepared = request.prepare(ctx)
     with prepared.open() as runner:
         timings = benchmark_engine(runner, batch_sizes, warmup, iterations, dynamic_size, frame)
     if output_format == "json":
