@@ -129,6 +129,7 @@ class AccuracyGate:
                 failures.append(
                     f"matched boxes {report.matched_boxes:.2%}: {cand} found {report.matched_count} of {ref}'s "
                     f"{report.reference_boxes} boxes ({lost:.2f} points lost), {allowed}"
+                    + _coarser_than_allowed(report.reference_boxes, self.max_accuracy_drop)
                 )
             extra = 100.0 * report.extra_share
             if extra > self.max_accuracy_drop:
@@ -144,6 +145,17 @@ class AccuracyGate:
                         f"minimum {self.min_cosine:g}"
                     )
         return failures
+
+
+def _coarser_than_allowed(boxes: int | None, max_drop: float) -> str:
+    """Why a gate may fail on one box: with N reference boxes one box is 100/N points, and when that is
+    more than the allowed drop the gate only passes a candidate that loses none."""
+    if not boxes or 100.0 / boxes <= max_drop:
+        return ""
+    return (
+        f" (with {boxes} reference boxes one box is {100.0 / boxes:.2f} points, more than the allowed drop: "
+        f"hold out more data, e.g. a longer video, for a gate that can resolve a {max_drop:g}-point drop)"
+    )
 
 
 def boxes_sentence(report: Mapping[str, Any], names: tuple[str, str] = ("reference", "candidate")) -> str:
