@@ -22,6 +22,9 @@ from .yolo import YoloSpec
 
 YOLO_STRIDES = (8, 16, 32)
 """The three detection scales of YOLOv5 and YOLOv8 exports; v5 has 3 anchors per cell, v8 one."""
+GRID_UNITS = {32: 21, 64: 85}
+"""On an input whose sides are multiples of the largest stride S, a YOLO head has (W/S)(H/S) times this
+many cells: 16 + 4 + 1 at strides 8, 16, 32; 64 + 16 + 4 + 1 with the P6 models' extra stride 64."""
 TOP_K = 5
 """Classes a guessed classifier reports per frame (fewer when the model has fewer)."""
 GUIDE = "docs/models.md"
@@ -50,6 +53,11 @@ class OutputGuess:
     """`ssd`, `yolov8`, `yolov5` or `classifier`."""
     summary: str
     """What the outputs look like, in words: 'outputs look like a YOLOv8 head with 18 classes'."""
+    exact: bool = True
+    """The outputs have the family's exact form, not only its shape: TF's or self-describing SSD names,
+    a YOLO head whose anchor count is a YOLO grid's. A transformer's [1, 197, 768] has a YOLO head's
+    rank and nothing else: what decides how a model is judged (the INT8 and equivalence gates) needs
+    this, `edge-sdk detect`, which says what it guessed, does not."""
 
 
 def guess_postprocess(
@@ -118,7 +126,7 @@ def _yolo(
     anchors = cols if values_axis == 1 else rows
     if values_axis == 1:  # only v8 puts the values first
         version = "v8"
-    elif len(labels) in (values - 4, values - 5) and values - 4 != values - 5:
+    elif len(labels) in (values - 4, values - 5):
         version = "v8" if len(labels) == values - 4 else "v5"
     elif input_size is not None and isinstance(anchors, int) and anchors == _anchors(input_size, per_cell=1):
         version = "v8"
@@ -131,7 +139,8 @@ def _yolo(
     spec = YoloSpec(type="yolo", version=version, output=head.name, labels=fits)
     transposed = " (transposed: [1, anchors, 4 + classes])" if version == "v8" and values_axis == 2 else ""
     family = f"yolo{version}"
-    return OutputGuess(spec, family, f"outputs look like a YOLO{version} head with {_classes(classes)}{transposed}")
+    summary = f"outputs look like a YOLO{version} head with {_classes(classes)}{transposed}"
+    return OutputGuess(spec, family, summary, exact=isinstance(anchors, int) and _is_yolo_grid(anchors, version))
 
 
 def _classifier(
@@ -156,6 +165,11 @@ def _classifier(
     )
     scores = "probabilities (it ends in Softmax)" if probabilities else "logits, softmax applied"
     return OutputGuess(spec, "classifier", f"outputs look like a classifier with {_classes(classes)} ({scores})")
+
+
+def _is_yolo_grid(anchors: int, version: str) -> bool:
+    cells, leftover = divmod(anchors, 1 if version == "v8" else 3)
+    return leftover == 0 and any(cells % units == 0 for units in GRID_UNITS.values())
 
 
 def _anchors(input_size: tuple[int, int], per_cell: int) -> int:

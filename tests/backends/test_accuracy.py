@@ -9,8 +9,10 @@ import onnxruntime
 import pytest
 
 from edge_sdk.backends.calibration import TaskSpec
+from edge_sdk.backends.calibration.setup import implied_task
 from edge_sdk.backends.int8.accuracy import AccuracyGate, AccuracyReport, compare_outputs, run_samples
 from edge_sdk.core.errors import ConfigError
+from edge_sdk.core.tensor_meta import TensorMeta
 from edge_sdk.postprocess.ssd import SsdSpec
 
 CLASSIFICATION = TaskSpec(kind="classification")
@@ -175,3 +177,23 @@ def test_run_samples_when_given_an_onnxruntime_session_returns_outputs_by_name(t
     outputs = run_samples(session, feeds)
     assert len(outputs) == 2 and outputs[0]["logits"].shape == (1, 4)
     np.testing.assert_allclose(outputs[0]["logits"][0], [0.0, 1.0, 2.0, 3.0], err_msg="zero images give the bias")
+
+
+@pytest.mark.parametrize(
+    "outputs",
+    [
+        [TensorMeta("last_hidden_state", np.dtype("float32"), (1, 197, 768))],
+        [TensorMeta("x", np.dtype("float32"), (1, "seq", 512))],
+    ],
+    ids=["vit", "sequence"],
+)
+def test_a_model_whose_output_only_has_a_yolo_heads_rank_is_not_judged_as_a_detector(outputs: list[TensorMeta]) -> None:
+    # given a transformer's outputs, which a YOLO head's shape test alone would take for one
+    spec, why = implied_task(None, None, False, outputs)
+    # then the gate compares its outputs (cosine), as for any model it cannot read
+    assert spec.kind == "generic" and why == ""
+
+
+def test_a_real_yolo_head_is_judged_as_a_detector() -> None:
+    spec, why = implied_task(None, None, False, [TensorMeta("output0", np.dtype("float32"), (1, 22, 2100))])
+    assert spec.kind == "detection" and "YOLOv8 head with 18 classes" in why

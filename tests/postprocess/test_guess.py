@@ -112,3 +112,20 @@ def test_guess_when_the_outputs_fit_no_family_says_what_it_found_and_points_to_t
         assert output.name in message, f"the message names every output: {message}"
     assert "docs/models.md" in message and "edge-sdk run" in message
     assert "[1, 256, 20, 20]" in message or "[1, 1]" in message, message
+
+
+@pytest.mark.parametrize(
+    ("shape", "exact"),
+    [
+        ((1, 22, 2100), True),  # YOLOv8n at 320: 2100 cells
+        ((1, 25200, 85), True),  # YOLOv5s at 640: 3 x 8400
+        ((1, 84, 8400), True),  # YOLOv8 at 640
+        ((1, 84, 3360), True),  # YOLOv8 at 640x256 (not square): 21 x (640/32) x (256/32) cells
+        ((1, 102000, 85), True),  # YOLOv5 P6 at 1280: 3 x 34000 cells over strides 8..64
+        ((1, 197, 768), False),  # a ViT's last hidden state: a head's rank, not its grid
+        ((1, 84, "anchors"), False),  # dynamic: nothing to check the grid against
+    ],
+)
+def test_a_yolo_guess_is_exact_only_when_the_anchor_count_is_a_yolo_grids(shape: tuple[Dim, ...], exact: bool) -> None:
+    guess = guess_postprocess([meta("output0", *shape)])
+    assert guess.spec.type == "yolo" and guess.exact is exact

@@ -67,13 +67,14 @@ def implied_task(
 
 
 def detector_postprocess(outputs: Sequence[TensorMeta]) -> tuple[AnyPostprocessSpec, str] | None:
-    """The post-processor of a model whose outputs look like a detector's, and what they look like;
-    None for anything else (a classifier, features)."""
+    """The post-processor of a model whose outputs are a detector's (SSD detections, a YOLO head whose
+    anchor count is a YOLO grid's), and what they look like; None for anything else (a classifier,
+    features, a transformer's [1, 197, 768], which only has a YOLO head's rank)."""
     try:
         guess = guess_postprocess(outputs)
     except UnrecognisedOutputs:
         return None
-    return (guess.spec, guess.summary) if guess.spec.type in ("ssd", "yolo") else None
+    return (guess.spec, guess.summary) if guess.spec.type in ("ssd", "yolo") and guess.exact else None
 
 
 def _task_spec(kind: TaskKind | None, postprocess: AnyPostprocessSpec | None, has_labels: bool) -> TaskSpec:
