@@ -10,6 +10,7 @@ import pytest
 
 from edge_sdk.backends.calibration import Int8Settings, SampleSet, TaskSpec
 from edge_sdk.backends.int8.accuracy import AccuracyGate, AccuracyReport, run_samples
+from edge_sdk.backends.int8 import mixed_precision
 from edge_sdk.backends.int8.mixed_precision import MixedPrecisionStopped, search_mixed_precision
 from edge_sdk.backends.int8.sensitivity import LayerSensitivity, evaluate_model
 from edge_sdk.backends.onnxruntime.quantize import TensorRanges, calibrate, prepare_for_quantization
@@ -127,6 +128,20 @@ def test_search_mixed_precision_when_only_all_layers_in_float_pass_refuses_the_f
     with pytest.raises(MixedPrecisionStopped, match=r"passes only with all 3 quantisable layers in float") as info:
         _search(setup, ranking=ranking)
     assert [step.excluded for step in info.value.steps] == [3, 1, 2]
+
+
+def test_search_mixed_precision_when_the_culprit_ranks_past_the_last_doubling_bisects_below_all_in_float(
+    setup: Setup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given six ranked layers with the broken one 5th, and no plateau stop (a real ranking's doublings
+    # improve the metric): 1, 2 and 4 in float fail, and the next doubling (8) is past the six
+    monkeypatch.setattr(mixed_precision, "PATIENCE", 10)
+    ranking = [_layer(n) for n in ("fc", "conv_b", "clip_a", "relu_b", SENSITIVE_NODE, "pool")]
+    # when
+    result = _search(setup, ranking=ranking)
+    # then it bisects between 4 (failed) and all six (passed) and keeps five, not the FP32 model
+    assert [step.excluded for step in result.steps] == [6, 1, 2, 4, 5]
+    assert result.excluded_nodes == ("fc", "conv_b", "clip_a", "relu_b", SENSITIVE_NODE)
 
 
 def test_search_mixed_precision_when_to_dict_lists_what_stayed_float(setup: Setup) -> None:

@@ -164,12 +164,9 @@ def search_mixed_precision(
     failing, passing = 0, None
     count = 1
     while passing is None:
-        if count >= total:
-            raise stop(
-                f"the gate passes only with all {total} quantisable layers in float, which is the FP32 model "
-                "(build --precision fp32 instead)",
-                failing,
-            )
+        if count >= total:  # all of them in float passed (the first attempt): bisect below it
+            passing = total
+            break
         if attempt(count):
             passing = count
             break
@@ -191,6 +188,12 @@ def search_mixed_precision(
             passing = middle
         else:
             failing = middle
+    if passing == total:
+        raise stop(
+            f"the gate passes only with all {total} quantisable layers in float, which is the FP32 model "
+            "(build --precision fp32 instead)",
+            failing,
+        )
     report_progress(TASK, len(steps), len(steps), finished=True)
     model, report, _ = tried[passing]
     return MixedPrecisionResult(model, tuple(order[:passing]), report, tuple(ranking), tuple(steps))
