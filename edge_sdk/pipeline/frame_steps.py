@@ -11,14 +11,16 @@ Every Result's `timings_ms` has the fields of `TIMING_FIELDS`, meaning the same 
 - batch: frames in that engine call (1 inline; frames of one shape batched across sources otherwise);
 - postprocess: the post-processor on this frame's outputs;
 - cascade: the cascade on this frame's detections (0 without a cascade);
-- queued: waiting for an inference worker: from being written to its ring to a worker taking it, in
-  the multi-process runtime (0 inline, where the frame goes straight from the source to the engine);
+- queued: waiting for inference: from being written to its ring to its engine call, in the
+  multi-process runtime (a free worker, then its batch filling up to `batch_timeout_ms`; 0 inline,
+  where the frame goes straight from the source to the engine);
 - total: from the frame being in hand (the source returned it inline; written to its ring in the
   multi-process runtime, so `queued` and the way to the output stage count) to its result being
   ready for the sinks.
 
 The run's latency (`latency_ms`) is `total`, less `queued` for a source that is read ahead (a file
-or a folder: its frames wait in the ring by design, and that wait says nothing about the pipeline).
+or a folder: its frames wait in the ring by design, and that wait says nothing about the pipeline);
+a live source's wait is latency and counts, whatever its `buffer:` policy.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -194,17 +195,24 @@ def _size(size: int) -> str:
     return f"{size / 1e3:.1f} kB"
 
 
-def source_slot(
-    spec: SourceSpec, base_dir: Path, max_frame_size: tuple[int, int]
-) -> tuple[str, BufferPolicy, tuple[int, int]]:
+class SourceSlot(NamedTuple):
+    name: str
+    policy: BufferPolicy
+    size: tuple[int, int]
+    """(width, height) of the ring's slots."""
+    live: bool
+    """A camera or stream (frames arrive in real time), not a file or folder that is read ahead."""
+
+
+def source_slot(spec: SourceSpec, base_dir: Path, max_frame_size: tuple[int, int]) -> SourceSlot:
     """A source's name, buffer policy and ring slot size: a file's own frame size (its first frame is
     read), or `max_frame_size` for a live source."""
     source = create_source(spec, base_dir)
     policy = spec.buffer_policy(source.is_live)
     if source.is_live:
-        return source.name, policy, max_frame_size
+        return SourceSlot(source.name, policy, max_frame_size, live=True)
     with source:
         frame = source.read()
     if frame is None:
         raise SourceError(f"source {source.name}: {spec.uri} has no frames")
-    return source.name, policy, (frame.meta.width, frame.meta.height)
+    return SourceSlot(source.name, policy, (frame.meta.width, frame.meta.height), live=False)

@@ -23,12 +23,12 @@ from edge_sdk.core.status import StatusCallback, StatusEvent, StatusKind, ignore
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.pipeline.engine_setup import PreparedModels, prepare_models
 from edge_sdk.profiles import DeviceProfile
-from edge_sdk.sources.spec import BufferPolicy, SourceSpec
+from edge_sdk.sources.spec import SourceSpec
 
 from .config import PipelineConfig
 from .control import RunControl
 from .frame_ring import FrameRing, RingLayout
-from .memory_budget import check_pipeline_memory, source_slot
+from .memory_budget import SourceSlot, check_pipeline_memory, source_slot
 from .message_socket import MessageListener, abstract_address, listening_socket
 from .messages import StageFailure, StageReport
 from .metrics import RunSummary
@@ -110,15 +110,15 @@ class PipelineRuntime:
         stale = remove_stale_segments()
         if stale:
             log.warning("removed shared-memory segments left by a pipeline that died: %s", ", ".join(stale))
-        shapes = [self._source_shape(spec) for spec in self.config.sources]
+        slots = [self._source_slot(spec) for spec in self.config.sources]
         workers, _threads = inference_layout(self.config.runtime, self.profile)
-        check_pipeline_memory(self.config, [size for _policy, size in shapes], workers=workers)
+        check_pipeline_memory(self.config, [slot.size for slot in slots], workers=workers)
         models = prepare_models(self.config, self.profile, self.cache)
         self.on_status(StatusEvent(StatusKind.PIPELINE_STARTED, self.config.name))
         started = time.monotonic()
         try:
             channels = self._open_channels()
-            handles = self._create_rings(shapes)
+            handles = self._create_rings(slots)
             self._stages = self._plan_stages(models, handles, channels)
             for stage in self._stages:
                 if stop.is_set():
@@ -149,19 +149,20 @@ class PipelineRuntime:
         level = logging.getLogger("edge_sdk").getEffectiveLevel()
         return StageChannels(self._control.handle, results, reports, dict(os.environ), level)
 
-    def _create_rings(self, shapes: list[tuple[BufferPolicy, tuple[int, int]]]) -> list[RingHandle]:
+    def _create_rings(self, slots: list[SourceSlot]) -> list[RingHandle]:
         handles = []
-        for index, (policy, (width, height)) in enumerate(shapes):
+        for index, slot in enumerate(slots):
+            width, height = slot.size
             layout = RingLayout(self.config.runtime.ring_slots, height, width)
             ring = FrameRing.create(layout, self._token, index)
             self._rings.append(ring)
-            handles.append(RingHandle(ring.name, layout, policy))
+            handles.append(RingHandle(ring.name, layout, slot.policy, slot.live))
         return handles
 
-    def _source_shape(self, spec: SourceSpec) -> tuple[BufferPolicy, tuple[int, int]]:
-        name, policy, size = source_slot(spec, self.config.base_dir, self.config.runtime.max_frame_size)
-        self._source_names.append(name)
-        return policy, size
+    def _source_slot(self, spec: SourceSpec) -> SourceSlot:
+        slot = source_slot(spec, self.config.base_dir, self.config.runtime.max_frame_size)
+        self._source_names.append(slot.name)
+        return slot
 
     def _plan_stages(self, models: PreparedModels, handles: list[RingHandle], channels: StageChannels) -> list[_Stage]:
         config, runtime = self.config, self.config.runtime

@@ -159,3 +159,27 @@ def test_inline_and_multi_process_runtimes_report_the_same_timing_fields(
     )
     assert means["processes"] == set(TIMING_FIELDS) - {"batch"} | {"sinks"}
     assert means["inline"] == means["processes"] | {"capture"}, "inline adds the source's read"
+
+
+@pytest.mark.slow
+def test_a_live_sources_wait_in_its_ring_counts_as_latency_even_when_it_blocks(
+    cpu_profile: DeviceProfile, engine_cache: EngineCache, tmp_path: Path
+) -> None:
+    # given a live camera (a realtime synthetic one) told not to drop frames (buffer: block)
+    jsonl = tmp_path / "live.jsonl"
+    config = PipelineConfig.model_validate(
+        {
+            "name": "live",
+            "model": {"path": str(DEMO_MODEL)},
+            "preprocess": {"resize": [300, 300], "color": "rgb", "layout": "nhwc", "dtype": "uint8"},
+            "sources": [{"uri": "synthetic://?frames=20&fps=60&size=320x240&realtime=true", "buffer": "block"}],
+            "postprocess": {"type": "ssd", "labels": ["person"]},
+            "sinks": [{"type": "jsonl", "path": str(jsonl)}],
+            "runtime": {"mode": "processes", "inference_workers": 1},
+        }
+    )
+    # when
+    summary = run_pipeline(config, cpu_profile, engine_cache)
+    # then the summary's latency is the frames' whole total, ring wait included
+    totals = [json.loads(line)["timings_ms"]["total"] for line in jsonl.read_text().splitlines()]
+    assert summary.latency_p50_ms == pytest.approx(float(np.percentile(totals, 50)), abs=0.01)

@@ -44,6 +44,8 @@ class RingHandle:
     name: str
     layout: RingLayout
     policy: BufferPolicy
+    live: bool = False
+    """A live source's ring (the wait in it counts as latency), not a file's that is read ahead."""
 
 
 @dataclass(frozen=True)

@@ -84,6 +84,7 @@ class _Output:
     def __init__(self, plan: OutputPlan, link: StageLink):
         self.owner_id = plan.owner_id
         self.policies = [ring.policy for ring in plan.rings]
+        self.read_ahead = [not ring.live for ring in plan.rings]
         self.rings = attach_rings(plan.rings)
         self.link = link
         self.reporter = Reporter("output", link, plan.report_seconds, extra=self._report_extra)
@@ -125,8 +126,7 @@ class _Output:
         self.first_result_at = self.first_result_at or now
         self.last_result_at = now
         self.reporter.frames += 1
-        read_ahead = self.policies[done.source_index] == BufferPolicy.BLOCK
-        self.reporter.latencies.append(latency_ms(result.timings_ms, read_ahead))
+        self.reporter.latencies.append(latency_ms(result.timings_ms, self.read_ahead[done.source_index]))
         self.reporter.busy += time.perf_counter() - started
         if len(self.sinks.failures) > len(self.reported_failures):
             for name, problem in self.sinks.failures.items():
