@@ -99,8 +99,10 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args
     try:
-        cli.main(args=args, prog_name="edge-sdk", standalone_mode=False)
-        release_startup_guard()  # `run`'s handlers put the guard back when they leave
+        try:
+            cli.main(args=args, prog_name="edge-sdk", standalone_mode=False)
+        finally:  # `run`'s handlers put the guard back when they leave, however the command ends
+            release_startup_guard()
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)

@@ -197,6 +197,9 @@ class _PyAvWriter:
         faststart = {"movflags": "+faststart"} if path.suffix.lower() in (".mp4", ".mov", ".m4v") else {}
         try:
             self._container: Any = av.open(str(path), mode="w", container_options=faststart)
+        except (av.error.FFmpegError, OSError, ValueError) as exc:
+            raise SinkError(f"PyAV cannot write H.264 video to {path}: {first_line(exc)}") from None
+        try:
             self._stream: Any = self._container.add_stream(encoder, rate=rate)
             self._stream.width, self._stream.height = self._width, self._height
             self._stream.pix_fmt = "yuv420p"
@@ -204,6 +207,7 @@ class _PyAvWriter:
                 self._stream.options = dict(X264_OPTIONS)
             self._stream.codec_context.time_base = 1 / rate
         except (av.error.FFmpegError, OSError, ValueError) as exc:
+            self._container.close()  # the file it opened
             raise SinkError(f"PyAV cannot write H.264 video to {path}: {first_line(exc)}") from None
         self._time_base = 1 / rate
         self._index = 0
