@@ -4,6 +4,8 @@ shown only when stderr is a terminal and the command prints for people (not unde
 from __future__ import annotations
 
 import contextlib
+import logging
+import sys
 from collections.abc import Iterator
 
 from rich.console import Console
@@ -61,5 +63,39 @@ def progress_bars(console: Console, enabled: bool = True) -> Iterator[None]:
         console=console,
         transient=False,
     )
-    with progress, reporting_to(ProgressBars(progress)):
+    with _logs_above_the_bars(console), progress, reporting_to(ProgressBars(progress)):
         yield
+
+
+class _ConsoleHandler(logging.Handler):
+    """Writes log lines through the console that draws the bars, so they print above the bars."""
+
+    def __init__(self, console: Console, like: logging.Handler):
+        super().__init__(like.level)
+        self.console = console
+        self.setFormatter(like.formatter)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.console.print(self.format(record), markup=False, highlight=False, soft_wrap=True)
+        except Exception:
+            self.handleError(record)
+
+
+@contextlib.contextmanager
+def _logs_above_the_bars(console: Console) -> Iterator[None]:
+    """While bars are drawn on stderr, the logging handlers that write to stderr write through the
+    console instead: a line written past it would land inside a bar being redrawn."""
+    root = logging.getLogger()
+    stderr = (sys.stderr, sys.__stderr__)
+    swapped = [h for h in root.handlers if isinstance(h, logging.StreamHandler) and h.stream in stderr]
+    replacements = [_ConsoleHandler(console, handler) for handler in swapped]
+    for old, new in zip(swapped, replacements, strict=True):
+        root.removeHandler(old)
+        root.addHandler(new)
+    try:
+        yield
+    finally:
+        for old, new in zip(swapped, replacements, strict=True):
+            root.removeHandler(new)
+            root.addHandler(old)

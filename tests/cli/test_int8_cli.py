@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import subprocess
 import threading
 from pathlib import Path
@@ -137,6 +138,11 @@ def test_build_int8_on_a_terminal_shows_progress_bars_on_stderr_but_not_under_js
     for step in ("reading calibration data", "calibration (minmax)", "onnxruntime build", "equivalence gate"):
         assert step in stderr, f"expected a bar for {step!r} on the terminal: {stderr!r}"
     assert "━" in stderr, "a bar is drawn"
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", stderr).replace("\r", "\n").splitlines()
+    logged = [line for line in plain if "info: int8 vs fp32 on held-out data" in line]
+    assert logged and all(line.startswith("info: ") for line in logged), (
+        f"a log line during the bars prints whole, above them, not inside a bar: {logged}"
+    )
     # and under --json nothing but the manifest is printed, and no bar
     assert json_code == 0, json_stderr
     assert json.loads(json_stdout)["key"]["precision"] == "int8"
