@@ -22,6 +22,7 @@ from edge_sdk.fleet.wire.signing import load_private_key, load_public_key
 from edge_sdk.pipeline.config import load_pipeline
 from tests.cli.conftest import Run
 from tests.cli.test_fleet_keys_cli import assert_one_line_error
+from tools.harness import onnx_models
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = REPO / "models" / "ssdlite_mobilenet_v2_person.onnx"
@@ -227,3 +228,25 @@ def test_the_sign_error_docs_fleet_md_shows_is_what_sign_prints(
     )
     assert code == 2
     assert err.strip() == shown.group(1).strip()
+
+
+def test_fleet_init_with_a_yolo_model_writes_the_pipeline_that_reads_it(edge_sdk: Run, tmp_path: Path) -> None:
+    # given a YOLOv8-shaped detector with its class names in its metadata, as Ultralytics exports them
+    model = onnx_models.colour_yolov8(tmp_path / "colour_yolov8.onnx")
+    # when the example fleet is written for it
+    code, _out, err = edge_sdk("fleet", "init", tmp_path / "fleet", "--model", model)
+    # then its pipeline feeds and reads that model, not the shipped SSD's way
+    assert code == 0, err
+    pipeline = load_pipeline(tmp_path / "fleet" / "release" / "people.yaml")
+    assert pipeline.model.path == tmp_path / "fleet" / "release" / "colour_yolov8.onnx", "the release's own copy"
+    assert pipeline.postprocess.type == "yolo" and pipeline.postprocess.labels == ["red", "green", "blue"]
+    assert pipeline.preprocess.layout == "nchw" and pipeline.preprocess.dtype == "float32"
+
+
+def test_fleet_init_with_a_model_it_cannot_read_says_so_in_one_line(edge_sdk: Run, tmp_path: Path) -> None:
+    model = onnx_models.float_classifier(tmp_path / "features.onnx", classes=1)
+    code, _out, err = edge_sdk("fleet", "init", tmp_path / "fleet", "--model", model)
+    assert code == 2 and "cannot tell how to read this model's outputs" in err and len(err.strip().splitlines()) == 1, (
+        err
+    )
+    assert not (tmp_path / "fleet").exists(), "nothing is written for a model the fleet could not run"

@@ -33,8 +33,11 @@ from edge_sdk.fleet.wire.manifest import IDENTIFIER_PATTERN
 from edge_sdk.fleet.wire.signing import generate_signing_key
 from edge_sdk.mqtt.certificates import CertificateAuthority
 from edge_sdk.mqtt.topics import check_identity
+from edge_sdk.pipeline.from_model import ModelGuess, detect_document, guess_model
 
 DEMO_MODEL = Path(__file__).resolve().parents[3] / "models" / "ssdlite_mobilenet_v2_person.onnx"
+DEMO_LABELS = ["person"]
+"""The shipped detector's one class (its file carries no class names)."""
 """The shipped person detector, in a source checkout (the wheel does not carry models/)."""
 DEFAULT_PORT = 8883
 PIPELINE_NAME = "people"
@@ -77,6 +80,9 @@ def write_example_fleet(
         raise ConfigError(
             f"{folder}: the folder is not empty; choose a new one, or give --force to overwrite its files"
         )
+    # How to feed the model and read its outputs, as `edge-sdk detect` guesses them (an SSD, a YOLO
+    # head, a classifier): a model it cannot read is refused before anything is written.
+    guess = guess_model(model, labels=DEMO_LABELS if model.resolve() == DEMO_MODEL else None)
     fleet = ExampleFleet(folder, device)
     ca = CertificateAuthority.create("edge-sdk example fleet CA")
     ca.save(
@@ -86,7 +92,7 @@ def write_example_fleet(
     _broker(fleet, ca, host, port, operator)
     _operator(fleet, ca, host, port, operator)
     _device(fleet, ca, host, port)
-    _release(fleet, model)
+    _release(fleet, model, guess)
     return fleet
 
 
@@ -158,26 +164,25 @@ def _device(fleet: ExampleFleet, ca: CertificateAuthority, host: str, port: int)
     _yaml(fleet, folder / "agent.yaml", config, "the agent's config (profile: null detects the host)")
 
 
-def _release(fleet: ExampleFleet, model: Path) -> None:
+def _release(fleet: ExampleFleet, model: Path, guess: ModelGuess) -> None:
     folder = fleet.folder / "release"
     folder.mkdir(parents=True, exist_ok=True)
     model_copy = folder / model.name
     shutil.copyfile(model, model_copy)
     fleet.add(model_copy, "the model (the shipped person detector unless --model)")
-    pipeline = {
-        "name": PIPELINE_NAME,
-        "model": {"path": model.name},
-        "preprocess": {"resize": [300, 300], "color": "rgb", "layout": "nhwc", "dtype": "uint8"},
-        "sources": [
+    pipeline = detect_document(guess, "synthetic://", folder, folder, score_threshold=0.5)
+    pipeline.update(
+        name=PIPELINE_NAME,
+        model={"path": model_copy.name},
+        sources=[
             {
                 "uri": "synthetic://",
                 "name": "cam",
                 "options": {"frames": 100000, "size": "640x480", "fps": 5, "realtime": True},
             }
         ],
-        "postprocess": {"type": "ssd", "score_threshold": 0.5, "labels": ["person"]},
-        "sinks": [{"type": "agent"}],
-    }
+        sinks=[{"type": "agent"}],
+    )
     _yaml(
         fleet, folder / f"{PIPELINE_NAME}.yaml", pipeline, "a pipeline on the model; results go out through the agent"
     )
