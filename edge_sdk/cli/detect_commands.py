@@ -102,4 +102,8 @@ def _labels(option: str | None) -> list[str] | None:
         except (OSError, UnicodeDecodeError) as exc:
             raise click.BadParameter(f"cannot read {path}: {exc}", param_hint="--labels") from None
         return [line.strip() for line in text.splitlines() if line.strip()]
+    if "," not in option and (path.suffix in (".txt", ".names", ".yaml", ".json") or "/" in option):
+        raise click.BadParameter(
+            f"{option}: no such file (give class names as a file, or as a,b,c)", param_hint="--labels"
+        )
     return [name.strip() for name in option.split(",") if name.strip()]

@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from edge_sdk.core.errors import ModelError
+from edge_sdk.core.errors import ConfigError, ModelError
 from edge_sdk.core.model_file import ModelFile, read_model_bytes
 from edge_sdk.core.preprocess import PreprocessSpec
 from edge_sdk.core.tensor_meta import Dim, TensorMeta, select_input
@@ -67,6 +67,12 @@ def guess_model(path: str | os.PathLike[str], labels: Sequence[str] | None = Non
     outputs = guess_postprocess(
         model.outputs, input_size=fixed or _metadata_size(metadata), labels=names, produced_by=_producers(proto)
     )
+    if labels and outputs.family != "ssd" and not getattr(outputs.spec, "labels", None):
+        # an SSD's class ids are whatever its training said; a head's or classifier's count is its shape
+        raise ConfigError(
+            f"{len(labels)} class names given, but the model's outputs look like {outputs.summary.removeprefix('outputs look like ')}: "
+            "give one name per class"
+        )
     known_size: tuple[tuple[int, int], str] | None = None
     if (imgsz := _metadata_size(metadata)) is not None:
         known_size = imgsz, "the model's imgsz metadata"

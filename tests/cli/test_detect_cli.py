@@ -119,3 +119,12 @@ def test_detect_when_the_outputs_fit_no_known_head_says_what_it_found_and_exits_
     assert err.count("\n") == 1 and err.startswith("error: cannot tell how to read this model's outputs"), err
     assert "features float32 [1, 8, 32, 32]" in err and "docs/models.md" in err and "Traceback" not in err
     assert not (tmp_path / "out").exists(), "nothing is written for a model it cannot read"
+
+
+def test_detect_when_labels_name_a_file_that_is_not_there_says_so_instead_of_using_it_as_a_name(
+    edge_sdk: Run, demo_model: Path, small_video: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    code, _out, err = edge_sdk("detect", demo_model, small_video, "--labels", tmp_path / "coco.names", "--out", out)
+    assert code == 2 and "coco.names: no such file" in err, err
+    assert not out.exists(), "nothing runs"

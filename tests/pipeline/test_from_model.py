@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_sdk.core.errors import ModelError
+from edge_sdk.core.errors import ConfigError, ModelError
 from edge_sdk.pipeline.config import load_pipeline
 from edge_sdk.pipeline.from_model import (
     detect_document,
@@ -68,6 +68,12 @@ def test_guess_model_when_labels_are_given_they_replace_the_models_own(colour_mo
     assert guess.postprocess.type == "classification" and guess.postprocess.labels == ["r", "g", "b"]
     assert "(class names given)" in guess.summary
     assert guess.preprocess.resize == (64, 64) and guess.preprocess.resize_mode == "stretch"
+
+
+def test_guess_model_when_the_labels_do_not_fit_the_class_count_says_so(colour_models: dict[str, Path]) -> None:
+    # given the YOLO model's three classes, and two names for them
+    with pytest.raises(ConfigError, match=r"2 class names given, but the model.s outputs look like a YOLOv8 head with 3 classes"):
+        guess_model(colour_models["yolo"], labels=["red", "green"])
 
 
 def test_guess_model_when_the_input_has_one_channel_says_frames_have_three(colour_models: dict[str, Path]) -> None:
