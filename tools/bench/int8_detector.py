@@ -1,12 +1,13 @@
 """INT8 against FP32 on the shipped person detector: latency ratio and the detection metric, side by side in one run.
 
-Usage (from the repository root; needs only numpy, onnx, onnxruntime and opencv-python):
+Usage (from the repository root of a checkout: it runs the SDK's own quantiser, recipe and box
+matching, so the SDK's requirements must be installed, as `make test` or tools/gpu/suite.sh do):
 
     PYTHONPATH=. python tools/bench/int8_detector.py [--threads 1,2] [--runs 60] [--warmup 10] [--json OUT]
 
 What it does, as `edge-sdk build models/ssdlite_mobilenet_v2_person.onnx --precision int8 --calib
-build/demo/demo.mp4` does (README, docs/int8.md), with ONNX Runtime's own quantisation API so that no
-other package is needed:
+build/demo/demo.mp4` does (README, docs/int8.md), through the same functions
+(edge_sdk/backends/onnxruntime/quantize.py, default Int8Settings):
 
 - the demo video (tools/make_demo_video.py writes it to build/demo/demo.mp4 when it is missing): its
   first 200 frames, raw 640x480 BGR frames into the model's uint8 input; every 4th held out to measure,
@@ -41,14 +42,20 @@ import cv2
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnxruntime.quantization import CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType, quantize_static
-from onnxruntime.quantization.registry import QDQRegistry, QLinearOpsRegistry
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from edge_sdk.backends.calibration.settings import Int8Settings  # noqa: E402
 from edge_sdk.backends.int8.box_match import BoxMatch, FrameBoxes, count_boxes  # noqa: E402
 from edge_sdk.backends.int8.recipe import stem_nodes, tail_nodes  # noqa: E402
+from edge_sdk.backends.onnxruntime.quantize import (  # noqa: E402
+    calibrate,
+    prepare_for_quantization,
+    quantize_with_ranges,
+    resolve_reduce_range,
+)
+from edge_sdk.core.host import HostProbe  # noqa: E402
 
 MODEL = REPO / "models" / "ssdlite_mobilenet_v2_person.onnx"
 VIDEO = Path("build") / "demo" / "demo.mp4"  # relative to where it runs: the repository root
@@ -80,65 +87,6 @@ def read_frames(video: Path) -> list[np.ndarray]:
     if len(frames) < HOLDOUT_EVERY:
         raise SystemExit(f"{video}: expected at least {HOLDOUT_EVERY} frames, got {len(frames)}")
     return frames
-
-
-class Frames(CalibrationDataReader):
-    def __init__(self, frames: list[np.ndarray]):
-        self._frames = iter(frames)
-
-    def get_next(self) -> dict[str, np.ndarray] | None:
-        frame = next(self._frames, None)
-        return None if frame is None else {INPUT: frame[np.newaxis]}
-
-
-def cpu_flags() -> set[str]:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return set()
-    line = next((line for line in text.splitlines() if line.startswith("flags")), "")
-    return set(line.split(":", 1)[-1].split())
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def prepare(source: Path, out: Path) -> Path:
-    """ONNX Runtime's basic optimisations (what the SDK's prepare step runs) and every node named."""
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-    options.optimized_model_filepath = str(out)
-    ort.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
-    model = onnx.shape_inference.infer_shapes(onnx.load(str(out)))
-    for index, node in enumerate(model.graph.node):
-        node.name = node.name or f"{node.op_type}_{index}"
-    onnx.save(model, str(out))
-    return out
-
-
-def quantize(prepared: Path, out: Path, calibration: list[np.ndarray], exclude: list[str], reduce_range: bool) -> Path:
-    quantize_static(
-        str(prepared),
-        str(out),
-        Frames(calibration),
-        quant_format=QuantFormat.QDQ,
-        op_types_to_quantize=sorted(set(QDQRegistry) | set(QLinearOpsRegistry)),
-        per_channel=True,
-        reduce_range=reduce_range,
-        activation_type=QuantType.QUInt8,
-        weight_type=QuantType.QInt8,
-        nodes_to_exclude=exclude,
-        calibrate_method=CalibrationMethod.MinMax,
-        extra_options={"ActivationSymmetric": False},
-    )
-    return out
 
 
 def session(model: Path, threads: int) -> ort.InferenceSession:
@@ -218,29 +166,38 @@ def main() -> None:
     frames = read_frames(args.video)
     held_out = [f for i, f in enumerate(frames) if i % HOLDOUT_EVERY == HOLDOUT_EVERY - 1]
     calibration = [f for i, f in enumerate(frames) if i % HOLDOUT_EVERY != HOLDOUT_EVERY - 1]
-    flags = cpu_flags()
-    vnni = sorted(flags.intersection(VNNI_FLAGS))
-    reduce_range = platform.machine() in ("x86_64", "AMD64") and not vnni
+    host = HostProbe().facts()
+    vnni = sorted(host.cpu_flags.intersection(VNNI_FLAGS))
+    settings = Int8Settings()  # what `edge-sdk build --precision int8` uses by default: MinMax, QDQ, per channel
+    reduce_range = resolve_reduce_range(settings)
     print(
-        f"host: {cpu_name()}, {os.cpu_count()} CPUs, VNNI: {', '.join(vnni) or 'no'}; onnxruntime {ort.__version__}; "
+        f"host: {(host.cpu_model or platform.machine())}, {os.cpu_count()} CPUs, VNNI: {', '.join(vnni) or 'no'}; onnxruntime {ort.__version__}; "
         f"{'7-bit' if reduce_range else '8-bit'} weights"
     )
     print(f"data: {args.video}, {len(calibration)} calibration + {len(held_out)} held-out frames")
     with tempfile.TemporaryDirectory(prefix="int8-detector-") as scratch_name:
         scratch = Path(scratch_name)
-        prepared = prepare(MODEL, scratch / "prepared.onnx")
+        prepared = prepare_for_quantization(MODEL, scratch / "prepared.onnx")
         graph = onnx.load(str(prepared))
         recipe = list(dict.fromkeys([*stem_nodes(graph), *tail_nodes(graph)]))
         started = time.perf_counter()
-        models = {
-            "fp32": prepared,
-            "int8 plain": quantize(prepared, scratch / "plain.onnx", calibration, [], reduce_range),
-            "int8 detector": quantize(prepared, scratch / "detector.onnx", calibration, recipe, reduce_range),
-        }
+        ranges = calibrate(prepared, ({INPUT: frame[np.newaxis]} for frame in calibration), settings)
+
+        def quantize(name: str, exclude: list[str]) -> Path:
+            path = scratch / f"{name}.onnx"
+            onnx.save(quantize_with_ranges(prepared, ranges, settings, exclude), str(path))
+            return path
+
+        models = {"fp32": prepared, "int8 plain": quantize("plain", []), "int8 detector": quantize("detector", recipe)}
         print(
             f"quantised both recipes in {time.perf_counter() - started:.1f} s ({len(recipe)} nodes float in 'detector')"
         )
-        figures: dict[str, Any] = {"host": cpu_name(), "vnni": vnni, "onnxruntime": ort.__version__, "rows": []}
+        figures: dict[str, Any] = {
+            "host": (host.cpu_model or platform.machine()),
+            "vnni": vnni,
+            "onnxruntime": ort.__version__,
+            "rows": [],
+        }
         latency = {t: paired_p50(models, frames[0], t, args.runs, args.warmup) for t in threads}
         print()
         print("| engine | " + " | ".join(f"p50 ms, {t} thr" for t in threads) + " | FP32/INT8 | matched boxes |")
