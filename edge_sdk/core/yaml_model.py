@@ -8,6 +8,7 @@ length of its numbers.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -97,7 +98,7 @@ def parse_yaml_model(
     try:
         return model.model_validate(data, context=context)
     except ValidationError as exc:
-        raise ConfigError(_describe_first_error(exc, source, _key_lines(node))) from None
+        raise ConfigError(_describe_first_error(exc, source, key_lines(node))) from None
 
 
 class _LimitError(Exception):
@@ -204,6 +205,14 @@ def _describe_first_error(exc: ValidationError, source: str, lines: dict[KeyPath
     # An unknown key is usually a misspelt one, which also shows up as a missing key: report the
     # unknown key first, with the missing one as a suggestion.
     error = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
+    more = len(errors) - 1
+    suffix = f" (+{more} more problem{'s' if more > 1 else ''})" if more else ""
+    return describe_error(error, source, lines, errors) + suffix
+
+
+def describe_error(error: Any, source: str, lines: dict[KeyPath, int], siblings: Sequence[Any] = ()) -> str:
+    """One pydantic error of a YAML document as `FILE:LINE: key 'a.b': message, got VALUE`; `siblings`
+    (the other errors) let an unknown key suggest the missing one it is probably a misspelling of."""
     raw_loc = tuple(error["loc"])
     if error["type"] == "union_tag_invalid":  # name the tag key (e.g. 'backend'), not just the union
         raw_loc += (str(error.get("ctx", {}).get("discriminator", "")).strip("'"),)
@@ -212,7 +221,7 @@ def _describe_first_error(exc: ValidationError, source: str, lines: dict[KeyPath
     key = ".".join(str(part) for part in loc) or "(top level)"
     where = f"{source}:{line}" if line else source
     if error["type"] == "extra_forbidden":
-        missing = [str(e["loc"][-1]) for e in errors if e["type"] == "missing" and e["loc"][:-1] == error["loc"][:-1]]
+        missing = [str(e["loc"][-1]) for e in siblings if e["type"] == "missing" and e["loc"][:-1] == error["loc"][:-1]]
         close = difflib.get_close_matches(str(error["loc"][-1]), missing, n=1)
         message = f"unknown key (did you mean '{close[0]}'?)" if close else "unknown key"
     elif error["type"] == "missing":
@@ -220,10 +229,17 @@ def _describe_first_error(exc: ValidationError, source: str, lines: dict[KeyPath
     elif isinstance(error.get("input"), dict | list):
         message = error["msg"]
     else:
-        message = f"{error['msg']}, got {error.get('input')!r}"
-    more = len(errors) - 1
-    suffix = f" (+{more} more problem{'s' if more > 1 else ''})" if more else ""
-    return f"{where}: key '{key}': {message}{suffix}"
+        message = f"{error['msg']}, got {_scalar(error.get('input'))}"
+    return f"{where}: key '{key}': {message}"
+
+
+def _scalar(value: object) -> str:
+    """A YAML value as the document would write it (null, true, 'text'), cut at 80 characters."""
+    if value is None or isinstance(value, bool):
+        return "null" if value is None else str(value).lower()
+    if isinstance(value, str):
+        return f"'{value[:77]}...'" if len(value) > 80 else f"'{value}'"
+    return str(value)[:80]
 
 
 def _document_path(loc: tuple[Any, ...], lines: dict[KeyPath, int]) -> KeyPath:
@@ -241,7 +257,7 @@ def _document_path(loc: tuple[Any, ...], lines: dict[KeyPath, int]) -> KeyPath:
     return path
 
 
-def _key_lines(node: yaml.Node | None) -> dict[KeyPath, int]:
+def key_lines(node: yaml.Node | None) -> dict[KeyPath, int]:
     """Map each key path in the document to its 1-based line number."""
     lines: dict[KeyPath, int] = {}
     if node is not None:

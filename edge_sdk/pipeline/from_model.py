@@ -99,11 +99,10 @@ def detect_document(
     *,
     max_frames: int | None = None,
     score_threshold: float | None = None,
-    extra_sinks: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
     """The pipeline file `edge-sdk detect` runs, as a YAML-ready document whose paths are relative
     to `base_dir` (where the file lies, or the working directory): the guessed model settings, one
-    source, an annotated video and a JSONL file in `out_dir`, and `extra_sinks` (a preview)."""
+    source, an annotated video and a JSONL file in `out_dir`."""
     postprocess = guess.postprocess
     if score_threshold is not None:  # validated: a YOLO threshold must be above 0
         postprocess = type(postprocess).model_validate({**postprocess.model_dump(), "score_threshold": score_threshold})
@@ -119,7 +118,6 @@ def detect_document(
         "sinks": [
             {"type": "video", "path": _relative(out_dir / "annotated.mp4", base_dir)},
             {"type": "jsonl", "path": _relative(out_dir / "results.jsonl", base_dir)},
-            *extra_sinks,
         ],
     }
 

@@ -54,7 +54,7 @@ def test_profile_when_numbers_are_in_bounds_loads(tmp_path: Path) -> None:
         pytest.param(7, "batch: 1000000", "batch", "1..1024", id="batch-1e6"),
         pytest.param(7, "batch: 0", "batch", "1..1024", id="batch-0"),
         pytest.param(7, "batch: 2.5", "batch", "2.5", id="batch-float"),
-        pytest.param(7, "batch: true", "batch", "True", id="batch-bool"),
+        pytest.param(7, "batch: true", "batch", "got true", id="batch-bool"),
         pytest.param(7, "batch: lots", "batch", "'lots'", id="batch-word"),
         pytest.param(10, "  intra_op_threads: 100000", "engine.intra_op_threads", "256", id="intra-threads"),
         pytest.param(10, "  inter_op_threads: 0", "engine.inter_op_threads", "1", id="inter-threads-0"),

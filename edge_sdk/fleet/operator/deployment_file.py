@@ -11,17 +11,13 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from edge_sdk.core.errors import ConfigError
-from edge_sdk.core.yaml_model import parse_yaml, read_yaml_text
+from edge_sdk.core.yaml_model import KeyPath, describe_error, key_lines, parse_yaml, read_yaml_text
 from edge_sdk.fleet.wire.artifact_files import sha256_file
 from edge_sdk.fleet.wire.manifest import DEFAULT_MAX_MANIFEST_BYTES, DeploymentManifest, InlineSource
-
-KeyPath = tuple[str | int, ...]
 
 
 def load_deployment(path: Path, artifacts_dir: Path | None = None, now: datetime | None = None) -> DeploymentManifest:
@@ -47,23 +43,6 @@ def raise_problems(source: str, problems: list[str]) -> None:
         raise ConfigError(problems[0])
     if problems:
         raise ConfigError(f"{source}: {len(problems)} problems:\n" + "\n".join(f"  {p}" for p in problems))
-
-
-def describe_error(error: Any, source: str, lines: dict[KeyPath, int]) -> str:
-    """One pydantic error as `FILE:LINE: key 'a.b': message, got VALUE`."""
-    loc = _document_path(tuple(error["loc"]), lines)
-    line = next((lines[loc[:depth]] for depth in range(len(loc), -1, -1) if loc[:depth] in lines), None)
-    where = f"{source}:{line}" if line else source
-    if error["type"] == "missing":
-        message = "required key is missing"
-    elif error["type"] == "extra_forbidden":
-        message = "unknown key"
-    elif isinstance(error.get("input"), dict | list):
-        message = error["msg"]
-    else:
-        message = f"{error['msg']}, got {_scalar(error.get('input'))}"
-    key = ".".join(str(part) for part in loc)
-    return f"{where}: key '{key}': {message}" if key else f"{where}: {message}"
 
 
 def artifact_file_problems(
@@ -95,23 +74,6 @@ def artifact_file_problems(
     return problems
 
 
-def key_lines(node: yaml.Node | None) -> dict[KeyPath, int]:
-    """Each key path of the document (and each list item) with its 1-based line."""
-    lines: dict[KeyPath, int] = {}
-    stack: list[tuple[yaml.Node, KeyPath]] = [(node, ())] if node is not None else []
-    while stack:
-        current, path = stack.pop()
-        lines.setdefault(path, current.start_mark.line + 1)
-        if isinstance(current, yaml.MappingNode):
-            for key_node, value_node in current.value:
-                key_path = (*path, str(key_node.value))
-                lines[key_path] = key_node.start_mark.line + 1
-                stack.append((value_node, key_path))
-        elif isinstance(current, yaml.SequenceNode):
-            stack.extend((item, (*path, index)) for index, item in enumerate(current.value))
-    return lines
-
-
 def _signing_problems(manifest: DeploymentManifest, source: str, lines: dict[KeyPath, int], now: datetime) -> list[str]:
     problems = []
     if manifest.is_expired(now):
@@ -123,20 +85,3 @@ def _signing_problems(manifest: DeploymentManifest, source: str, lines: dict[Key
     if size > DEFAULT_MAX_MANIFEST_BYTES:
         problems.append(f"{source}: expected at most {DEFAULT_MAX_MANIFEST_BYTES} bytes of JSON, got {size}")
     return problems
-
-
-def _document_path(loc: tuple[Any, ...], lines: dict[KeyPath, int]) -> KeyPath:
-    """pydantic's location without the parts the document has no key for (union tags), but the last."""
-    path: KeyPath = ()
-    for index, part in enumerate(loc):
-        if (*path, part) in lines or index == len(loc) - 1:
-            path = (*path, part)
-    return path
-
-
-def _scalar(value: object) -> str:
-    if value is None or isinstance(value, bool):
-        return "null" if value is None else str(value).lower()
-    if isinstance(value, str):
-        return f"'{value[:77]}...'" if len(value) > 80 else f"'{value}'"
-    return str(value)[:80]

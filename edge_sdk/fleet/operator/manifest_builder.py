@@ -20,8 +20,8 @@ import yaml
 from pydantic import ValidationError
 
 from edge_sdk.core.errors import ConfigError
-from edge_sdk.core.yaml_model import parse_yaml, read_yaml_text
-from edge_sdk.fleet.operator.deployment_file import describe_error, key_lines, raise_problems
+from edge_sdk.core.yaml_model import describe_error, key_lines, parse_yaml, read_yaml_text
+from edge_sdk.fleet.operator.deployment_file import raise_problems
 from edge_sdk.fleet.wire.artifact_files import sha256_file
 from edge_sdk.fleet.wire.manifest import MAX_CHUNK_SIZE, DeploymentManifest, safe_artifact_name
 
