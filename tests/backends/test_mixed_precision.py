@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from edge_sdk.backends.calibration import Int8Settings, SampleSet, TaskSpec
-from edge_sdk.backends.int8.accuracy import AccuracyGate, AccuracyReport, run_samples
 from edge_sdk.backends.int8 import mixed_precision
+from edge_sdk.backends.int8.accuracy import AccuracyGate, AccuracyReport, run_samples
 from edge_sdk.backends.int8.mixed_precision import MixedPrecisionStopped, search_mixed_precision
 from edge_sdk.backends.int8.sensitivity import LayerSensitivity, evaluate_model
 from edge_sdk.backends.onnxruntime.quantize import TensorRanges, calibrate, prepare_for_quantization

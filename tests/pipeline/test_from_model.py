@@ -72,7 +72,9 @@ def test_guess_model_when_labels_are_given_they_replace_the_models_own(colour_mo
 
 def test_guess_model_when_the_labels_do_not_fit_the_class_count_says_so(colour_models: dict[str, Path]) -> None:
     # given the YOLO model's three classes, and two names for them
-    with pytest.raises(ConfigError, match=r"2 class names given, but the model.s outputs look like a YOLOv8 head with 3 classes"):
+    with pytest.raises(
+        ConfigError, match=r"2 class names given, but the model.s outputs look like a YOLOv8 head with 3 classes"
+    ):
         guess_model(colour_models["yolo"], labels=["red", "green"])
 
 
