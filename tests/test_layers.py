@@ -136,3 +136,18 @@ def test_the_fleets_device_and_operator_sides_meet_only_in_the_wire_format() -> 
             if other != side and other not in FLEET_SIDES.get(side, set()):
                 crossings.append(f"{source}:{line} imports {target}")
     assert not crossings, "\n".join(crossings)
+
+
+def test_the_sdk_never_imports_cloud_offload() -> None:
+    # cloud_offload builds on edge_sdk (issue 13: "it may use edge_sdk freely, never the reverse")
+    found = [
+        f"{path.relative_to(LIBRARY.parent)}:{node.lineno}"
+        for path in LIBRARY.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        and any(
+            name == "cloud_offload" or name.startswith("cloud_offload.")
+            for name in ([a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""])
+        )
+    ]
+    assert not found, found
