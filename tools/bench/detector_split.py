@@ -42,6 +42,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from edge_sdk.backends.int8.accuracy import match_boxes  # noqa: E402
+from edge_sdk.backends.int8.box_match import iou  # noqa: E402
 from edge_sdk.core.opencv import import_cv2  # noqa: E402
 from edge_sdk.core.preprocess import frame_feed  # noqa: E402
 from edge_sdk.core.results import Detection, FrameMeta  # noqa: E402
@@ -113,15 +114,6 @@ class Detector:
 
     def close(self) -> None:
         self.runner.deactivate()
-
-
-def iou(a: Detection, b: Detection) -> float:
-    width = min(a.x2, b.x2) - max(a.x1, b.x1)
-    height = min(a.y2, b.y2) - max(a.y1, b.y1)
-    if width <= 0 or height <= 0:
-        return 0.0
-    inter = width * height
-    return inter / ((a.x2 - a.x1) * (a.y2 - a.y1) + (b.x2 - b.x1) * (b.y2 - b.y1) - inter)
 
 
 def equivalence(

@@ -34,7 +34,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +55,7 @@ from edge_sdk.backends.onnxruntime.quantize import (  # noqa: E402
     resolve_reduce_range,
 )
 from edge_sdk.core.host import HostProbe  # noqa: E402
+from edge_sdk.core.results import Detection  # noqa: E402
 
 MODEL = REPO / "models" / "ssdlite_mobilenet_v2_person.onnx"
 VIDEO = Path("build") / "demo" / "demo.mp4"  # relative to where it runs: the repository root
@@ -63,16 +63,6 @@ MAX_SAMPLES, HOLDOUT_EVERY = 200, 4
 RULE = BoxMatch(iou_threshold=0.5, score_threshold=0.5, lenient_threshold=0.45)
 VNNI_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
 INPUT = "image_tensor:0"
-
-
-@dataclass(frozen=True)
-class Box:
-    x1: float
-    y1: float
-    x2: float
-    y2: float
-    score: float
-    class_id: int
 
 
 def read_frames(video: Path) -> list[np.ndarray]:
@@ -97,14 +87,14 @@ def session(model: Path, threads: int) -> ort.InferenceSession:
     return ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
 
 
-def decode(outputs: list[np.ndarray], names: list[str], threshold: float) -> list[Box]:
+def decode(outputs: list[np.ndarray], names: list[str], threshold: float) -> list[Detection]:
     """TF Object Detection API outputs (normalised ymin, xmin, ymax, xmax) as boxes scoring >= threshold."""
     by_name = dict(zip(names, outputs, strict=True))
     count = int(by_name["num_detections:0"][0])
     boxes, scores = by_name["detection_boxes:0"][0][:count], by_name["detection_scores:0"][0][:count]
     classes = by_name["detection_classes:0"][0][:count]
     return [
-        Box(float(b[1]), float(b[0]), float(b[3]), float(b[2]), float(s), int(c))
+        Detection(float(b[1]), float(b[0]), float(b[3]), float(b[2]), float(s), int(c), str(int(c)))
         for b, s, c in zip(boxes, scores, classes, strict=True)
         if s >= threshold
     ]

@@ -91,7 +91,7 @@ def match_boxes(reference: Sequence[Any], candidate: Sequence[Any], iou_threshol
         for j, box in enumerate(candidate):
             if j in taken or box.class_id != reference[i].class_id:
                 continue
-            overlap = _iou(reference[i], box)
+            overlap = iou(reference[i], box)
             if overlap >= best_iou:
                 best, best_iou = j, overlap
         if best is not None:
@@ -100,7 +100,8 @@ def match_boxes(reference: Sequence[Any], candidate: Sequence[Any], iou_threshol
     return pairs
 
 
-def _iou(a: Any, b: Any) -> float:
+def iou(a: Any, b: Any) -> float:
+    """Intersection over union of two boxes with x1, y1, x2, y2 (0 when they do not overlap)."""
     width = min(a.x2, b.x2) - max(a.x1, b.x1)
     height = min(a.y2, b.y2) - max(a.y1, b.y1)
     if width <= 0 or height <= 0:
