@@ -66,7 +66,7 @@ def test_base_pipeline_when_loaded_is_valid(tmp_path: Path) -> None:
         pytest.param(17, "  ring_slots: 1000000", "runtime.ring_slots", "less than or equal to 1024", id="slots-1e6"),
         pytest.param(17, "  ring_slots: 2", "runtime.ring_slots", "greater than or equal to 3", id="slots-2"),
         pytest.param(17, '  ring_slots: "8"', "runtime.ring_slots", "'8'", id="slots-quoted"),
-        pytest.param(17, "  ring_slots: true", "runtime.ring_slots", "True", id="slots-bool"),
+        pytest.param(17, "  ring_slots: true", "runtime.ring_slots", "got true", id="slots-bool"),
         pytest.param(18, "  batch_size: 1e6", "runtime.batch_size", "'1e6'", id="batch-1e6"),
         pytest.param(18, "  batch_size: 1000000", "runtime.batch_size", "less than or equal to 1024", id="batch-big"),
         pytest.param(18, "  batch_size: 0", "runtime.batch_size", "greater than or equal to 1", id="batch-0"),
