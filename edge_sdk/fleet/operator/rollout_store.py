@@ -71,6 +71,11 @@ ADDED_COLUMNS = (
     ("rollout_devices", "rollback_manifest", "BLOB"),
     ("rollouts", "broker_file", "TEXT"),
 )
+ROLLOUT_COLUMNS = (  # the rollouts table's columns, in the order create() writes and load() reads them
+    "id, created_at, updated_at, deployment_id, version, manifest, rollback_manifest, artifacts_dir, selector, "
+    "first_wave, rate_per_min, abort_threshold, command_timeout_s, state, reason, aborted_wave, rollback_key_file, "
+    "rollback_key_id, broker_file"
+)
 
 
 VIA_COMMAND = "command"
@@ -247,10 +252,7 @@ class RolloutStore:
         waves = assign_waves(len(targets), spec.first_wave, spec.wave_size)
         with self._lock, self._db:
             self._db.execute(
-                "INSERT INTO rollouts (id, created_at, updated_at, deployment_id, version, manifest, "
-                "rollback_manifest, artifacts_dir, selector, first_wave, rate_per_min, abort_threshold, "
-                "command_timeout_s, state, reason, aborted_wave, rollback_key_file, rollback_key_id, broker_file) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                f"INSERT INTO rollouts ({ROLLOUT_COLUMNS}) VALUES ({', '.join('?' * (ROLLOUT_COLUMNS.count(',') + 1))})",
                 (
                     rollout_id,
                     now,
@@ -336,12 +338,7 @@ class RolloutStore:
     # ---------------------------------------------------------------- reading
     def load(self, rollout_id: str) -> RolloutRecord:
         with self._lock:
-            row = self._db.execute(
-                "SELECT id, created_at, updated_at, deployment_id, version, manifest, rollback_manifest, "
-                "artifacts_dir, selector, first_wave, rate_per_min, abort_threshold, command_timeout_s, state, "
-                "reason, aborted_wave, rollback_key_file, rollback_key_id, broker_file FROM rollouts WHERE id=?",
-                (rollout_id,),
-            ).fetchone()
+            row = self._db.execute(f"SELECT {ROLLOUT_COLUMNS} FROM rollouts WHERE id=?", (rollout_id,)).fetchone()
             if row is None:
                 known = [r[0] for r in self._db.execute("SELECT id FROM rollouts ORDER BY created_at DESC LIMIT 5")]
                 raise RolloutNotFoundError(
