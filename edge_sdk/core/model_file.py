@@ -91,6 +91,11 @@ class ModelFile:
     @classmethod
     def parse(cls, path: Path, data: bytes) -> ModelFile:
         """The model whose bytes, read from `path`, are `data` (parsed with onnx)."""
+        return cls.parse_with_proto(path, data)[0]
+
+    @classmethod
+    def parse_with_proto(cls, path: Path, data: bytes) -> tuple[ModelFile, Any]:
+        """`parse`, and the onnx.ModelProto it parsed, for a caller that reads more of the graph."""
         import onnx
 
         if not data:
@@ -102,13 +107,14 @@ class ModelFile:
         except Exception as exc:  # onnx raises DecodeError and others for bad files
             raise ModelError(f"{path} is not a valid ONNX model: {first_line(exc)}") from None
         initializers = {init.name for init in proto.graph.initializer}
-        return cls(
+        model = cls(
             path=path,
             sha256=hashlib.sha256(data).hexdigest(),
             inputs=tuple(TensorMeta.from_value_info(v) for v in proto.graph.input if v.name not in initializers),
             outputs=tuple(TensorMeta.from_value_info(v) for v in proto.graph.output),
             opset=max((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), default=0),
         )
+        return model, proto
 
     def to_dict(self) -> dict[str, Any]:
         """What was read from the model (not where it lies), as JSON-ready values."""

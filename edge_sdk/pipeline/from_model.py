@@ -57,8 +57,7 @@ def guess_model(path: str | os.PathLike[str], labels: Sequence[str] | None = Non
     the model's own. Raises ModelError (UnrecognisedOutputs for outputs it cannot read)."""
     path = Path(path)
     data = read_model_bytes(path)
-    model = ModelFile.parse(path, data)
-    proto = _proto(data)
+    model, proto = ModelFile.parse_with_proto(path, data)  # the graph is read once
     metadata = {prop.key: prop.value for prop in proto.metadata_props}
     names = list(labels) if labels else _metadata_labels(metadata)
     model_input = select_input(model.inputs, None)
@@ -246,12 +245,6 @@ def _preprocess(
 def _postprocess_name(outputs: OutputGuess) -> str:
     spec = outputs.spec
     return f"yolo {spec.version}" if spec.type == "yolo" else spec.type
-
-
-def _proto(data: bytes) -> Any:
-    import onnx
-
-    return onnx.load_model_from_string(data)
 
 
 def _producers(proto: Any) -> dict[str, str]:
