@@ -22,7 +22,9 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-MODEL = REPO / "models" / "ssdlite_mobilenet_v2_person.onnx"
+sys.path.insert(0, str(REPO))
+
+from tools.bench.startup import MODEL, PIPELINE  # noqa: E402  (the same pipeline startup.py runs)
 
 PHASES = r"""
 import json, sys, time
@@ -63,15 +65,6 @@ SERVER_IMPORTS = (
     "edge_sdk.pipeline.stages.output, onnxruntime; print((time.perf_counter() - t) * 1000)"
 )
 
-PIPELINE = """\
-name: phases
-model: {{path: {model}}}
-preprocess: {{resize: [300, 300], color: rgb, layout: nhwc, dtype: uint8}}
-sources: [{{uri: {video}, name: demo}}]
-postprocess: {{type: ssd, score_threshold: 0.5, labels: [person]}}
-sinks: [{{type: jsonl, path: {out}}}]
-"""
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -83,7 +76,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="edge-sdk-phases-") as tmp:
         folder = Path(tmp)
         pipeline = folder / "phases.yaml"
-        pipeline.write_text(PIPELINE.format(model=MODEL, video=args.video.resolve(), out=folder / "out.jsonl"))
+        pipeline.write_text(
+            PIPELINE.format(model=MODEL, video=args.video.resolve(), out=folder / "out.jsonl", mode="processes")
+        )
         cache = folder / "cache"
         edge_sdk = str(Path(sys.executable).with_name("edge-sdk"))
         env = {**os.environ, "EDGE_SDK_CACHE_DIR": str(cache)}
