@@ -95,7 +95,7 @@ def decode(data: bytes) -> TensorPayload:
         raise PayloadError(f"expected a message of at least {_HEADER.size} bytes, got {len(view)}")
     magic, version, compression, count, frame_id, deadline, body_length = _HEADER.unpack_from(view)
     if magic != MAGIC:
-        raise PayloadError(f"not an offload message (magic {bytes(magic)!r}, expected {MAGIC!r})")
+        raise PayloadError(f"not an offload message (magic {bytes(magic).hex()}, expected {MAGIC.hex()})")
     if version != VERSION:
         raise PayloadError(f"offload message version {version}, this side reads version {VERSION}")
     if compression not in _COMPRESSIONS.values():
