@@ -1,0 +1,172 @@
+"""The head and tail engines of a split, built like any other engine: through `prepare_engine` for a
+profile, with the equivalence gate, into the engine cache.
+
+Both sides cut the same graph: the pipeline's model after the SDK's graph passes with the
+preprocessing left outside (in split mode the edge preprocesses on the host and its head starts at
+the model's own input), and the SSD head cut when the pipeline decodes boxes on the host. The passes
+are deterministic, so an edge and a worker on different profiles agree on every cut and its part
+name (`protocol.tail_part`) without exchanging a model.
+
+The head's gate feeds it the shipped scene frames through the pipeline's preprocessing; the tail's
+gate feeds it what the FP32 head computes from the same frames.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import onnx
+
+from edge_sdk.core.errors import ConfigError
+from edge_sdk.core.model_file import ModelFile
+from edge_sdk.core.preprocess import Preprocessor
+from edge_sdk.core.tensor_meta import TensorMeta
+from edge_sdk.engines.cache import EngineCache
+from edge_sdk.engines.engine import PreparedEngine, prepare_engine
+from edge_sdk.engines.equivalence import GateData, scene_frames, shipped_frames
+from edge_sdk.graph.optimize import optimize_graph
+from edge_sdk.graph.options import GraphOptions
+from edge_sdk.pipeline.config import PipelineConfig
+from edge_sdk.pipeline.engine_setup import pipeline_input
+from edge_sdk.profiles.model import DeviceProfile
+
+from .partition import MeasuredCut, cut_points, measure_cuts, split_model, useful_cuts
+from .protocol import model_key, tail_part
+
+Side = Literal["head", "tail"]
+SPLITS_FOLDER = "splits"
+
+
+@dataclass(frozen=True)
+class SplitModel:
+    """What both sides cut, and the facts a cut is chosen by."""
+
+    config: PipelineConfig
+    model: ModelFile
+    key: str
+    """protocol.model_key of the pipeline's model and preprocessing."""
+    graph: onnx.ModelProto
+    input: TensorMeta
+    """The graph's input frames go to, after the pipeline's (host) preprocessing."""
+    preprocess: Preprocessor
+
+
+@dataclass(frozen=True)
+class SplitCandidate:
+    part: str
+    """The tail's part name on the wire."""
+    measured: MeasuredCut
+
+    @property
+    def name(self) -> str:
+        """The mode's name for people and status events: split@<the largest crossing tensor>, and how
+        many smaller ones travel with it."""
+        measured = self.measured
+        sizes = [
+            int(np.prod(shape)) * np.dtype(dtype).itemsize
+            for shape, dtype in zip(measured.shapes, measured.dtypes, strict=True)
+        ]
+        largest = measured.cut.tensors[int(np.argmax(sizes))]
+        others = len(sizes) - 1
+        return f"split@{largest}" + (f"+{others}" if others else "")
+
+
+def split_model_of(config: PipelineConfig, cache: EngineCache) -> SplitModel:
+    model = cache.models.load(config.model.path)
+    input_name = pipeline_input(config, model)
+    decodes_on_host = config.postprocess.type == "ssd" and config.postprocess.decode == "sdk"
+    graph, _reports = optimize_graph(
+        onnx.load(str(model.path)), GraphOptions(input_name=input_name, ssd_split=decodes_on_host)
+    )
+    model_input = next(meta for meta in model.inputs if meta.name == input_name)
+    host = config.preprocess.model_copy(update={"fold": False})
+    return SplitModel(
+        config, model, model_key(model.sha256, config.preprocess), graph, model_input, Preprocessor(host, model_input)
+    )
+
+
+def sample_feed(split: SplitModel, frame: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """The graph's input for one frame (default: the shipped scene), preprocessed on the host."""
+    image = frame if frame is not None else scene_frames(1)[0]
+    return {split.input.name: split.preprocess(image)}
+
+
+def split_candidates(split: SplitModel, wanted: Sequence[str] | None = None) -> list[SplitCandidate]:
+    """The cuts worth considering: with `wanted` (tensor names), the cuts that send exactly one of
+    them; else every cut that sends fewer bytes than each earlier cut and than the model's input."""
+    cuts = cut_points(split.graph)
+    if not cuts:
+        return []
+    feed = sample_feed(split)
+    measured = measure_cuts(split.graph, cuts, feed)
+    if wanted is None:
+        chosen = useful_cuts(measured, sum(array.nbytes for array in feed.values()))
+    else:
+        by_tensor = {m.cut.tensors[0]: m for m in measured if len(m.cut.tensors) == 1}
+        missing = [name for name in wanted if name not in by_tensor]
+        if missing:
+            raise ConfigError(
+                f"offload cuts: {', '.join(missing)} is not a tensor the model can be cut at alone "
+                f"(`edge-sdk offload plan` lists the cuts)"
+            )
+        chosen = [by_tensor[name] for name in wanted]
+    return [SplitCandidate(tail_part(m.cut.tensors), m) for m in chosen]
+
+
+def prepare_split(
+    split: SplitModel, candidate: SplitCandidate, side: Side, profile: DeviceProfile, cache: EngineCache
+) -> PreparedEngine:
+    """The head or tail engine of a cut for `profile`, from the cache or built and gated."""
+    head, tail = split_model(split.graph, candidate.measured)
+    path = _write_once(
+        cache.root / SPLITS_FOLDER / split.key / candidate.part / f"{side}.onnx", head if side == "head" else tail
+    )
+    precision = _float_precision(split.config, profile)
+    if side == "head":
+        gate = GateData(shipped_frames, split.config.preprocess.model_copy(update={"fold": False}), split.input.name)
+        return prepare_engine(path, profile, precision, cache, gate=gate)
+
+    def head_outputs(count: int) -> list[dict[str, np.ndarray]]:
+        import onnxruntime
+
+        session = onnxruntime.InferenceSession(head.SerializeToString(), providers=["CPUExecutionProvider"])
+        names = list(candidate.measured.cut.tensors)
+        samples = []
+        for frame in scene_frames(count):
+            values = session.run(names, sample_feed(split, frame))
+            samples.append(dict(zip(names, values, strict=True)))
+        return samples
+
+    gate = GateData(shipped_frames, model_samples=head_outputs)
+    return prepare_engine(path, profile, precision, cache, gate=gate)
+
+
+def _float_precision(config: PipelineConfig, profile: DeviceProfile) -> str:
+    """The pipeline's precision, or the profile's default; a split is built in float (an INT8 head
+    would need its own calibration: not done yet)."""
+    wanted = config.model.precision or profile.default_precision
+    if wanted != "int8":
+        return wanted
+    floats = [p for p in profile.precisions if p != "int8"]
+    if not floats:
+        raise ConfigError(f"profile '{profile.name}' builds only int8; a split's head and tail are built in float")
+    return floats[0]
+
+
+def _write_once(path: Path, model: onnx.ModelProto) -> Path:
+    """The same cut of the same graph is the same bytes: written once, atomically, then reused."""
+    data = model.SerializeToString()
+    if path.exists() and path.read_bytes() == data:
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(handle, "wb") as file:
+        file.write(data)
+    os.replace(temporary, path)
+    return path
