@@ -68,6 +68,11 @@ class Result:
     the engine call: the call's time / batch), batch (frames in that call), postprocess (the
     post-processor), cascade (0 without one) and total (from the frame in hand, read inline or
     written to its ring, to its result ready for the sinks; waits included)."""
+    computed_at: str | None = None
+    """Where the model ran, when the pipeline offloads (`cloud_offload`): "edge", "cloud" or
+    "split@<tensor>"; None for a pipeline that always runs here."""
+    update: bool = False
+    """A refined result of a frame already delivered (offload's escalation): the same frame, a second time."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -95,6 +100,8 @@ class Result:
             "timings_ms": {
                 name: round(value) if name == "batch" else round(value, 3) for name, value in self.timings_ms.items()
             },
+            **({"computed_at": self.computed_at} if self.computed_at is not None else {}),
+            **({"update": True} if self.update else {}),
         }
 
 

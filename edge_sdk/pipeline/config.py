@@ -15,6 +15,7 @@ from edge_sdk.core.precision import Precision
 from edge_sdk.core.preprocess import PreprocessSpec
 from edge_sdk.core.yaml_model import load_yaml_model
 from edge_sdk.pipeline.cascade import CascadeSpec
+from edge_sdk.pipeline.extensions import pipeline_extension
 from edge_sdk.postprocess import PostprocessSpec
 from edge_sdk.sinks import SinkSpec
 from edge_sdk.sources.spec import SourceSpec
@@ -156,6 +157,12 @@ class PipelineConfig(BaseModel):
     )
     sinks: list[SinkSpec] = Field(default_factory=list, description="Where results go, each keyed on `type:`.")
     runtime: RuntimeSpec = Field(default_factory=RuntimeSpec, description="How the stages run.")
+    offload: Any = Field(
+        None,
+        description="Split inference between this box and cloud workers over MQTT (cloud_offload; docs/offload.md); "
+        "null = everything here.",
+        json_schema_extra={"type": ["object", "null"]},
+    )
     _base_dir: Path = PrivateAttr(default_factory=Path)
 
     @model_validator(mode="before")
@@ -179,6 +186,27 @@ class PipelineConfig(BaseModel):
             return {**data, "postprocess": {**post, "decode_model": model_path}}
         assert isinstance(post, BaseModel)  # only a spec has a `decode` attribute
         return {**data, "postprocess": post.model_copy(update={"decode_model": Path(model_path)})}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _offload_by_its_extension(cls, data: Any) -> Any:
+        """The `offload:` section belongs to cloud_offload (`pipeline/extensions.py`): it validates it,
+        and its errors are reported at their place in the section."""
+        if not isinstance(data, dict) or data.get("offload") is None or isinstance(data["offload"], BaseModel):
+            return data
+        extension = pipeline_extension("offload")
+        try:
+            return {**data, "offload": extension.validate(data["offload"])}
+        except ValidationError as error:
+            details = [
+                InitErrorDetails(
+                    type=PydanticCustomError("offload", detail["msg"]),
+                    loc=("offload", *detail["loc"]),
+                    input=detail["input"],
+                )
+                for detail in error.errors()
+            ]
+            raise ValidationError.from_exception_data(cls.__name__, details) from None
 
     @model_validator(mode="after")
     def _source_names_are_unique(self) -> PipelineConfig:

@@ -13,7 +13,8 @@ from edge_sdk.core.results import FrameMeta, Result
 @dataclass(frozen=True)
 class InferenceDone:
     """One frame's Result, post-processed by the worker that inferred it; its pixels stay in
-    `source_index`'s ring at `slot`."""
+    `source_index`'s ring at `slot`. An update (`result.update`, offload's refined result of a frame
+    already delivered) holds no slot: `source_index` and `slot` are -1."""
 
     source_index: int
     slot: int

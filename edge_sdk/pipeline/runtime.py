@@ -38,6 +38,7 @@ from .snapshot import RuntimeSnapshot, StageView
 from .stage_start import stage_context, start_stage_server, started_without_stop_signals
 from .stages import (
     CapturePlan,
+    DispatchPlan,
     InferencePlan,
     OutputPlan,
     RingHandle,
@@ -188,6 +189,9 @@ class PipelineRuntime:
                 batch_size=runtime.batch_size,
                 batch_timeout=runtime.batch_timeout_ms / 1000,
                 report_seconds=every,
+                dispatch=DispatchPlan(config, self.profile, self.cache.root if self.cache else None)
+                if config.offload is not None
+                else None,
             )
             stages.append(
                 self._stage(f"inference:{worker}", "inference", WORKER_OWNER + worker, run_inference, inference)

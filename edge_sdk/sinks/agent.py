@@ -155,6 +155,8 @@ class AgentSinkSpec(SinkSpecBase):
 
 
 class AgentSink(Sink):
+    writes_updates = True
+
     def __init__(self, pipeline_name: str, include_empty: bool = False, outbox: Path | None = None):
         outbox = outbox_from_environment() if outbox is None else outbox
         self.outbox_path = outbox

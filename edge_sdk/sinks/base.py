@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import ClassVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
@@ -10,9 +11,14 @@ from typing_extensions import Self
 
 from edge_sdk.core.results import Result
 
+NO_IMAGE = np.zeros((0, 0, 3), np.uint8)
+"""The image an update is written with: it has no pixels."""
+
 
 class Sink(ABC):
     name: str
+    writes_updates: ClassVar[bool] = False
+    """Writes results rather than frames, so it writes updates too (write_update)."""
 
     def open(self) -> None:  # noqa: B027 - most sinks need no set-up
         """Acquire files or connections; called once before the first write."""
@@ -24,6 +30,13 @@ class Sink(ABC):
     @abstractmethod
     def write(self, result: Result, image: np.ndarray) -> None:
         """Called once per frame with its result and its BGR pixels."""
+
+    def write_update(self, result: Result) -> None:
+        """A refined result (`result.update`) of a frame this sink was given before, without its pixels
+        (they are not kept for it): a sink that `writes_updates` gets it as write(result, NO_IMAGE);
+        one that draws frames (video, preview) has drawn that frame already and ignores it."""
+        if self.writes_updates:
+            self.write(result, NO_IMAGE)
 
     def close(self) -> None:  # noqa: B027
         """Flush and release; called once, also after a failure."""

@@ -30,6 +30,8 @@ class CallableSinkSpec(SinkSpecBase):
 class CallableSink(Sink):
     """Resolves the function once, when built, so a wrong path fails before the first frame."""
 
+    writes_updates = True
+
     def __init__(self, function: str):
         self.function_path = function
         self.name = f"callable:{function}"

@@ -31,6 +31,10 @@ class SinkFanout:
         for sink in list(self.sinks):
             self._guard(sink, "write", lambda s=sink: s.write(result, image))
 
+    def write_update(self, result: Result) -> None:
+        for sink in list(self.sinks):
+            self._guard(sink, "write", lambda s=sink: s.write_update(result))
+
     def close(self) -> None:
         for sink in self.sinks:
             try:

@@ -32,6 +32,8 @@ class JsonlSinkSpec(SinkSpecBase):
 
 
 class JsonlSink(Sink):
+    writes_updates = True
+
     def __init__(self, path: Path, append: bool = False):
         self.path = path
         self.append = append

@@ -134,6 +134,8 @@ class MqttSinkStats:
 
 
 class MqttSink(Sink):
+    writes_updates = True
+
     def __init__(
         self,
         settings: MqttSettings,

@@ -47,6 +47,8 @@ class StdoutSinkSpec(SinkSpecBase):
 
 
 class StdoutSink(Sink):
+    writes_updates = True
+
     def __init__(self, every: int = 1, stream: Stream = "stdout", as_json: bool = False):
         self.every = every
         self.stream = stream

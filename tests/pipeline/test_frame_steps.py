@@ -17,6 +17,7 @@ from edge_sdk.core.results import Frame, FrameMeta
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.engines.engine import prepare_engine
 from edge_sdk.pipeline.config import PipelineConfig
+from edge_sdk.pipeline.dispatch import LocalDispatch
 from edge_sdk.pipeline.frame_ring import FrameRing, RingLayout
 from edge_sdk.pipeline.frame_steps import TIMING_FIELDS, FrameInference
 from edge_sdk.pipeline.messages import InferenceDone
@@ -90,7 +91,7 @@ def test_inference_worker_sends_each_frames_result_and_no_raw_engine_output(
     claimed = ring.take_ready(WORKER, newest=False, limit=2)
     sender = RecordingSender()
     # when the worker infers them
-    Batcher(WORKER, ("cam",), colour_inference(mean_classifier), sender).infer([(0, info) for info in claimed], [ring])
+    Batcher(WORKER, ("cam",), LocalDispatch(colour_inference(mean_classifier)), sender).infer([(0, info) for info in claimed], [ring])
     # then each frame's decoded Result crosses the channel, and no array does
     messages = sender.messages()
     assert [(m.frame.index, m.result.classifications[0].label) for m in messages] == [(0, "red"), (1, "blue")], (

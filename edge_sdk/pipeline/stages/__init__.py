@@ -4,11 +4,12 @@ or the pipeline stops; the runtime (runtime.py) starts them and restarts the one
 
 from .capture import CapturePlan, run_capture
 from .common import RingHandle, StageChannels
-from .inference import InferencePlan, run_inference
+from .inference import DispatchPlan, InferencePlan, run_inference
 from .output import OutputPlan, run_output
 
 __all__ = [
     "CapturePlan",
+    "DispatchPlan",
     "InferencePlan",
     "OutputPlan",
     "RingHandle",

@@ -5,14 +5,19 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from edge_sdk.core.preprocess import PreprocessSpec, frame_feed
 from edge_sdk.core.results import Frame, FrameMeta
 from edge_sdk.engines.engine import PreparedEngine
 from edge_sdk.postprocess import PostprocessSpec, build_postprocessor
+from edge_sdk.profiles import DeviceProfile
 from edge_sdk.sources.spec import BufferPolicy
 
+from ..config import PipelineConfig
+from ..dispatch import FrameDispatch, LocalDispatch
+from ..extensions import make_dispatch
 from ..frame_ring import FrameRing, SlotInfo, monotonic
 from ..frame_steps import FrameInference
 from ..message_socket import MessageSender
@@ -35,6 +40,15 @@ class InferencePlan:
     batch_size: int
     batch_timeout: float
     report_seconds: float
+    dispatch: DispatchPlan | None = None
+    """Where frames go when the pipeline has an extension (offload); None: all here."""
+
+
+@dataclass(frozen=True)
+class DispatchPlan:
+    config: PipelineConfig
+    profile: DeviceProfile
+    cache_dir: Path | None
 
 
 def run_inference(plan: InferencePlan) -> None:
@@ -50,7 +64,12 @@ def run_inference(plan: InferencePlan) -> None:
             model_input = next(meta for meta in runner.inputs if meta.name == plan.input_name)
             feed = frame_feed(plan.preprocess, model_input)
             infer = FrameInference(runner, plan.input_name, feed, build_postprocessor(plan.postprocess))
-            _serve(rings, plan, link, reporter, Batcher(plan.owner_id, plan.source_names, infer, results))
+            dispatch = _dispatch(plan, infer, link)
+            reporter.extra = lambda: {"dispatch": dispatch.stats()}
+            try:
+                _serve(rings, plan, link, reporter, Batcher(plan.owner_id, plan.source_names, dispatch, results))
+            finally:
+                dispatch.close()
         finally:
             reporter.tick(force=True)
             runner.deactivate()
@@ -60,28 +79,43 @@ def run_inference(plan: InferencePlan) -> None:
             link.close()
 
 
+def _dispatch(plan: InferencePlan, infer: FrameInference, link: StageLink) -> FrameDispatch:
+    if plan.dispatch is None:
+        return LocalDispatch(infer)
+    where = plan.dispatch
+    return make_dispatch(where.config, where.profile, where.cache_dir, infer, plan.worker, link.report)
+
+
 def _serve(rings: list[FrameRing], plan: InferencePlan, link: StageLink, reporter: Reporter, batcher: Batcher) -> None:
-    """On stop, what was already inferred still reaches the sinks; frames waiting in rings do not."""
+    """On stop, what was already inferred still reaches the sinks, and frames sent away are waited
+    for (their dispatch falls back to this engine by their deadline); frames waiting in rings are not."""
     next_source = 0
     looked_at: list[int] | None = None
     """The rings' ready events when a look found nothing: no need to take their locks again until they change."""
-    while link.running():
-        events = [ring.ready_events for ring in rings]
-        if events != looked_at:
-            batch = _gather(rings, plan, next_source)
-            next_source = (next_source + 1) % len(rings)
-            if batch:
-                started = time.perf_counter()
-                batcher.infer(batch, rings)
-                reporter.frames += len(batch)
-                reporter.busy += time.perf_counter() - started
-                reporter.tick()
-                continue
-            looked_at = events
-        if link.control.captures_done.is_set() and not _any_ready(rings):
-            return
-        reporter.tick()
-        time.sleep(IDLE_SECONDS)
+    try:
+        while link.running():
+            events = [ring.ready_events for ring in rings]
+            if events != looked_at:
+                batch = _gather(rings, plan, next_source)
+                next_source = (next_source + 1) % len(rings)
+                if batch:
+                    started = time.perf_counter()
+                    batcher.infer(batch, rings)
+                    reporter.frames += len(batch)
+                    reporter.busy += time.perf_counter() - started
+                    reporter.tick()
+                    continue
+                looked_at = events
+            if link.control.captures_done.is_set() and not _any_ready(rings) and not batcher.in_flight:
+                return
+            reporter.tick()
+            if batcher.in_flight:
+                batcher.send_ready(rings, wait_s=IDLE_SECONDS)
+            else:
+                time.sleep(IDLE_SECONDS)
+    finally:
+        while batcher.in_flight and link.parent_alive():
+            batcher.send_ready(rings, wait_s=IDLE_SECONDS)
 
 
 def _give_up_sending(link: StageLink, patience: float = 2.0) -> bool:
@@ -121,13 +155,20 @@ class ResultSender(Protocol):
 
 
 class Batcher:
-    """Infers a batch of claimed slots and sends each frame's Result (never its raw outputs) to the
-    output stage."""
+    """Hands a batch of claimed slots to the dispatch and sends each frame's Result (never its raw
+    outputs) to the output stage as the dispatch hands it back: at once for frames inferred here,
+    later for frames sent away."""
 
     def __init__(
-        self, owner_id: int, source_names: Sequence[str], infer: FrameInference, results: ResultSender
+        self, owner_id: int, source_names: Sequence[str], dispatch: FrameDispatch, results: ResultSender
     ) -> None:
-        self.owner_id, self.source_names, self.infer_frames, self.results = owner_id, source_names, infer, results
+        self.owner_id, self.source_names, self.dispatch, self.results = owner_id, source_names, dispatch, results
+        self._claimed: dict[tuple[str, int], tuple[int, SlotInfo]] = {}
+
+    @property
+    def in_flight(self) -> int:
+        """Frames claimed and handed to the dispatch whose result has not been sent yet."""
+        return len(self._claimed)
 
     def infer(self, batch: list[tuple[int, SlotInfo]], rings: list[FrameRing]) -> None:
         now_wall, now_mono = time.time(), monotonic()
@@ -140,9 +181,18 @@ class Batcher:
             )
             for index, info in batch
         ]
-        results = self.infer_frames(frames, [(now_mono - info.timestamp) * 1000 for _index, info in batch])
-        for (index, info), frame, result in zip(batch, frames, results, strict=True):
-            done = InferenceDone(index, info.slot, self.owner_id, frame.meta, info.timestamp, result)
+        for (index, info), frame in zip(batch, frames, strict=True):
+            self._claimed[(frame.meta.source, frame.meta.index)] = (index, info)
+        self.dispatch.submit(frames, [(now_mono - info.timestamp) * 1000 for _index, info in batch])
+        self.send_ready(rings)
+
+    def send_ready(self, rings: list[FrameRing], wait_s: float = 0.0) -> None:
+        for meta, result in self.dispatch.collect(wait_s):
+            if result.update:  # a refined result of a frame whose slot the output stage already freed
+                self.results.send(InferenceDone(-1, -1, self.owner_id, meta, 0.0, result))
+                continue
+            index, info = self._claimed.pop((meta.source, meta.index))
+            done = InferenceDone(index, info.slot, self.owner_id, meta, info.timestamp, result)
             # The output stage takes the slot over when the message arrives. Until then the frame
             # is SENT: if this process or the output stage dies, the runtime gives it back to be redone.
             if rings[index].mark_sent(info.slot, info.seq, self.owner_id) and not self.results.send(done):

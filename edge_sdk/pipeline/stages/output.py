@@ -63,7 +63,9 @@ def run_output(plan: OutputPlan) -> None:
                 if not messages and workers_done:
                     break
                 for done in messages:
-                    if output.take(done):
+                    if done.result.update:
+                        output.deliver_update(done)
+                    elif output.take(done):
                         ready, stale = reorder.push(done)
                         output.drop(stale)
                         output.deliver(ready)
@@ -103,6 +105,7 @@ class _Output:
         self.timing_sums: dict[str, float] = {}
         self.first_result_at: float | None = None
         self.last_result_at: float | None = None
+        self.updates = 0
 
     def take(self, done: InferenceDone) -> bool:
         """Take the frame's slot over from the worker that sent it; False for a stale message (its
@@ -134,12 +137,19 @@ class _Output:
                     self.reported_failures.add(name)
                     self.link.report(StatusEvent(StatusKind.SINK_FAILED, name, problem))
 
+    def deliver_update(self, done: InferenceDone) -> None:
+        """A refined result of a frame delivered before (offload's escalation): to the sinks that
+        write results, at once; it holds no slot."""
+        self.sinks.write_update(done.result)
+        self.updates += 1
+
     def _report_extra(self) -> dict[str, Any]:
         return {
             "sink_failures": dict(self.sinks.failures),
             "timing_sums": dict(self.timing_sums),
             "first_result_at": self.first_result_at,
             "last_result_at": self.last_result_at,
+            "updates": self.updates,
         }
 
     def drop(self, results: list[InferenceDone]) -> None:
