@@ -25,6 +25,7 @@ import onnx
 
 from edge_sdk.core.errors import ConfigError
 from edge_sdk.core.model_file import ModelFile
+from edge_sdk.core.precision import Precision
 from edge_sdk.core.preprocess import Preprocessor
 from edge_sdk.core.tensor_meta import TensorMeta
 from edge_sdk.engines.cache import EngineCache
@@ -147,7 +148,7 @@ def prepare_split(
     return prepare_engine(path, profile, precision, cache, gate=gate)
 
 
-def _float_precision(config: PipelineConfig, profile: DeviceProfile) -> str:
+def _float_precision(config: PipelineConfig, profile: DeviceProfile) -> Precision:
     """The pipeline's precision, or the profile's default; a split is built in float (an INT8 head
     would need its own calibration: not done yet)."""
     wanted = config.model.precision or profile.default_precision
