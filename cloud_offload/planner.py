@@ -1,0 +1,312 @@
+"""Measure what every offload mode of a pipeline costs: `plan_offload` -> an `OffloadPlan`.
+
+On the frames given, for the edge profile and the cloud profile:
+- `edge`: the pipeline's own engine (prepare_models, as `run` builds it), its feed and inference;
+- `cloud`, at each JPEG quality: the frame downscaled to the model input's longer side and encoded
+  (edge), decoded and run through the whole engine of the cloud profile (worker);
+- `split@<tensor>`, at each tensor precision, for every useful cut (split_engines.split_candidates):
+  host preprocessing, the head on the edge profile and the tensors' encoding (edge), their decoding
+  and the tail on the cloud profile (worker).
+
+Times are medians over the frames (and `repeats` runs of each), after `warmup` runs; bytes are means.
+The plan runs on one machine: the cloud profile's engines are built and timed here, so its times
+are this machine's with that profile's settings, not a remote worker's (a worker reports its own
+times on its load topic, protocol.ModelTimes).
+
+Accuracy: each row's outputs against one reference, the pipeline's model after the graph passes run
+by ONNX Runtime on the CPU in FP32 on the host-preprocessed frames (the equivalence gate's reference),
+with the engines' metric (backends/int8/accuracy.compare_outputs: matched boxes for a detector, top-1
+for a classifier, cosine otherwise) and judged by the equivalence gate's thresholds of the edge
+profile. A row that fails them is refused, as is a cut whose tail computes almost nothing (the cut
+after a detector's NMS: the edge has done all the work, and the link only adds).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import TypeVar
+
+import numpy as np
+
+from edge_sdk.backends.calibration.setup import task_spec
+from edge_sdk.backends.int8.accuracy import AccuracyGate, AccuracyReport, compare_outputs
+from edge_sdk.core.errors import ConfigError, EdgeSDKError, first_line
+from edge_sdk.core.preprocess import frame_feed
+from edge_sdk.core.progress import report
+from edge_sdk.engines.cache import EngineCache
+from edge_sdk.pipeline.config import PipelineConfig
+from edge_sdk.pipeline.engine_setup import prepare_models
+from edge_sdk.profiles.equivalence_settings import EquivalenceSettings
+from edge_sdk.profiles.model import DeviceProfile
+
+from . import tensor_codec
+from .cost_model import CLOUD, EDGE, ModeCost
+from .offload_plan import OffloadPlan, PlanRow
+from .partition import cut_points
+from .plan_measure import (
+    Outputs,
+    decode_jpeg,
+    downscale,
+    encode_jpeg,
+    encoded_outputs,
+    first_item,
+    max_side,
+    mean_bytes,
+    ms_since,
+    timed,
+    with_time,
+)
+from .protocol import WHOLE
+from .split_engines import SplitCandidate, SplitModel, prepare_split, sample_feed, split_candidates, split_model_of
+
+QUALITIES = (50, 75, 90)
+PRECISIONS: tuple[tensor_codec.Precision, ...] = ("fp16", "int8")
+ANSWER_PRECISION: tensor_codec.Precision = "fp32"
+"""The answer (the model's raw outputs) is costed at fp32 + zstd: exact, and small for a detector's
+NMS outputs; a worker that answers in fp16 sends less."""
+TRIVIAL_TAIL_SHARE = 0.05
+"""A tail under this share of the whole model's time on the cloud profile computes nothing of note."""
+REFERENCE = "the model after the graph passes, ONNX Runtime CPU FP32, frames preprocessed on the host"
+PROGRESS = "offload plan"
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class _Context:
+    split: SplitModel
+    frames: Sequence[np.ndarray]
+    reference: list[Outputs]
+    judge: Callable[[list[Outputs], str], tuple[dict[str, object], list[str]]]
+    threads: int | None
+    warmup: int
+    repeats: int
+
+    def timed(self, once: Callable[[np.ndarray], tuple[T, float]]) -> tuple[list[T], list[float]]:
+        """`once` on every frame (plan_measure.timed)."""
+        return timed(self.frames, self.warmup, self.repeats, once)
+
+
+def plan_offload(
+    config: PipelineConfig,
+    edge_profile: DeviceProfile,
+    cloud_profile: DeviceProfile,
+    cache: EngineCache,
+    frames: Sequence[np.ndarray],
+    *,
+    threads: int | None = None,
+    qualities: Sequence[int] = QUALITIES,
+    precisions: Sequence[tensor_codec.Precision] = PRECISIONS,
+    warmup: int = 2,
+    repeats: int = 2,
+) -> OffloadPlan:
+    """Measure every mode of `config` on `frames` (BGR uint8, as a source gives them); `threads`:
+    threads per inference for every engine (None: each profile's own)."""
+    if not frames:
+        raise ConfigError("offload plan: expected at least one frame to measure on, got none")
+    if repeats < 1 or warmup < 0:
+        raise ConfigError(f"offload plan: expected repeats >= 1 and warmup >= 0, got {repeats} and {warmup}")
+    split = split_model_of(config, cache)
+    reference = _reference_outputs(split, frames)
+    gate_settings = edge_profile.equivalence or EquivalenceSettings()
+    gate = AccuracyGate(gate_settings.max_drop, gate_settings.min_cosine)
+    task = task_spec(None, config.postprocess, outputs=split.model.outputs)
+
+    def judge(outputs: list[Outputs], label: str) -> tuple[dict[str, object], list[str]]:
+        shared = [name for name in reference[0] if name in outputs[0]]
+        accuracy = compare_outputs(
+            [{n: r[n] for n in shared} for r in reference], [{n: o[n] for n in shared} for o in outputs], task
+        )
+        failures = _allowing_one_box(gate, accuracy).failures(accuracy, names=("FP32 CPU", label))
+        return accuracy.to_dict(), failures
+
+    context = _Context(split, frames, reference, judge, threads, warmup, repeats)
+    candidates = split_candidates(split)
+    steps = 2 + len(candidates)
+    report(PROGRESS, 0, steps, "edge")
+    edge_row, edge_outputs = _edge_row(context, config, edge_profile, cache)
+    report(PROGRESS, 1, steps, "cloud")
+    cloud_rows, whole_cloud_ms = _cloud_rows(context, config, cloud_profile, cache, qualities)
+    down_bytes = mean_bytes(len(encoded_outputs(outputs, ANSWER_PRECISION)) for outputs in edge_outputs)
+    rows = [edge_row, *cloud_rows]
+    notes = []
+    if not candidates:
+        notes.append(_no_cut_reason(split))
+    for index, candidate in enumerate(candidates):
+        report(PROGRESS, 2 + index, steps, candidate.name)
+        rows += _split_rows(
+            context, candidate, edge_profile, cloud_profile, cache, precisions, whole_cloud_ms, down_bytes
+        )
+    report(PROGRESS, steps, steps, "done", finished=True)
+    return OffloadPlan(
+        model=str(split.model.path),
+        model_key=split.key,
+        edge_profile=edge_profile.name,
+        cloud_profile=cloud_profile.name,
+        frames=len(frames),
+        threads=threads,
+        reference=REFERENCE,
+        rows=tuple(rows),
+        notes=tuple(notes),
+    )
+
+
+def _allowing_one_box(gate: AccuracyGate, accuracy: AccuracyReport) -> AccuracyGate:
+    """`gate`, allowing a detector to lose one of the reference's boxes (a few frames hold few, and a box
+    at the threshold can fall either side), as the equivalence gate does; but counted on the reference's
+    boxes alone, so a row that finds 1 of 5 boxes is not let through because it found only one
+    (engines/equivalence.forgiving_one_box takes the fewer of both engines' boxes)."""
+    boxes = accuracy.reference_boxes
+    if accuracy.matched_boxes is None or not boxes:
+        return gate
+    return replace(gate, max_accuracy_drop=max(gate.max_accuracy_drop, 100.0 / boxes * (1 + 1e-9)))
+
+
+def _reference_outputs(split: SplitModel, frames: Sequence[np.ndarray]) -> list[Outputs]:
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(split.graph.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [output.name for output in session.get_outputs()]
+    return [
+        first_item(dict(zip(names, session.run(names, sample_feed(split, frame)), strict=True))) for frame in frames
+    ]
+
+
+def _edge_row(
+    context: _Context, config: PipelineConfig, profile: DeviceProfile, cache: EngineCache
+) -> tuple[PlanRow, list[Outputs]]:
+    models = prepare_models(config, profile, cache)
+    feed = frame_feed(models.preprocess, models.engine_input)
+    with models.primary.open(context.threads) as runner:
+
+        def once(frame: np.ndarray) -> tuple[Outputs, float]:
+            started = time.perf_counter()
+            outputs = runner.infer({models.input_name: feed(frame)})
+            return first_item(outputs), ms_since(started)
+
+        outputs, times = context.timed(once)
+    accuracy, failures = context.judge(outputs, "edge")
+    cost = ModeCost(EDGE, None, statistics.median(times))
+    refused = f"accuracy: {'; '.join(failures)}" if failures else None
+    return PlanRow(EDGE, "", cost, accuracy, refused), outputs
+
+
+def _cloud_rows(
+    context: _Context, config: PipelineConfig, profile: DeviceProfile, cache: EngineCache, qualities: Sequence[int]
+) -> tuple[list[PlanRow], float]:
+    """A row per JPEG quality, and the whole model's inference time on the cloud profile (ms)."""
+    models = prepare_models(config, profile, cache)
+    feed = frame_feed(models.preprocess, models.engine_input)
+    side = max_side(config.preprocess, context.split.input)
+    rows = []
+    with models.primary.open(context.threads) as runner:
+
+        def infer(frame: np.ndarray) -> Outputs:
+            return first_item(runner.infer({models.input_name: feed(frame)}))
+
+        _outputs, whole = context.timed(lambda frame: with_time(infer, frame))
+        for quality in qualities:
+
+            def once(frame: np.ndarray, quality: int = quality) -> tuple[tuple[Outputs, int, float], float]:
+                started = time.perf_counter()
+                data = encode_jpeg(downscale(frame, side), quality)
+                encoded = time.perf_counter()
+                outputs = infer(decode_jpeg(data))
+                return (outputs, len(data), (encoded - started) * 1000.0), ms_since(encoded)
+
+            results, worker_ms = context.timed(once)
+            outputs = [outputs for outputs, _size, _ms in results]
+            accuracy, failures = context.judge(outputs, f"cloud q{quality}")
+            answer = mean_bytes(len(encoded_outputs(o, ANSWER_PRECISION)) for o in outputs)
+            cost = ModeCost(
+                CLOUD,
+                WHOLE,
+                edge_ms=statistics.median(ms for _o, _size, ms in results),
+                up_bytes=mean_bytes(size for _o, size, _ms in results),
+                down_bytes=answer,
+                cloud_ms=statistics.median(worker_ms),
+            )
+            refused = f"accuracy: {'; '.join(failures)}" if failures else None
+            detail = {"max_side": side}
+            rows.append(PlanRow(CLOUD, f"jpeg q{quality}", cost, accuracy, refused, detail))
+    return rows, statistics.median(whole)
+
+
+def _split_rows(
+    context: _Context,
+    candidate: SplitCandidate,
+    edge_profile: DeviceProfile,
+    cloud_profile: DeviceProfile,
+    cache: EngineCache,
+    precisions: Sequence[tensor_codec.Precision],
+    whole_cloud_ms: float,
+    down_bytes: int,
+) -> list[PlanRow]:
+    split, measured = context.split, candidate.measured
+    detail = {"after": measured.cut.after, "tensors": list(measured.cut.tensors), "raw_bytes": measured.bytes}
+    try:
+        head = prepare_split(split, candidate, "head", edge_profile, cache)
+        tail = prepare_split(split, candidate, "tail", cloud_profile, cache)
+    except EdgeSDKError as exc:
+        reason = f"its head or tail does not build: {first_line(exc)}"
+        return [PlanRow(candidate.name, f"{p}+zstd", None, None, reason, detail) for p in precisions]
+    rows = []
+    with head.open(context.threads) as head_runner, tail.open(context.threads) as tail_runner:
+
+        def run_head(frame: np.ndarray) -> Outputs:
+            return head_runner.infer(sample_feed(split, frame))
+
+        crossing, head_ms = context.timed(lambda frame: with_time(run_head, frame))
+        _answers, tail_alone = timed(
+            crossing, context.warmup, context.repeats, lambda tensors: with_time(tail_runner.infer, dict(tensors))
+        )
+        trivial = statistics.median(tail_alone) < TRIVIAL_TAIL_SHARE * whole_cloud_ms
+        for precision in precisions:
+            sizes: list[int] = []
+            outputs: list[Outputs] = []
+            encode_ms, worker_ms = [], []
+            for index, tensors in enumerate(crossing):
+                for repeat in range(context.repeats):
+                    started = time.perf_counter()
+                    data = tensor_codec.encode(tensor_codec.TensorPayload(index, 0.0, tensors), precision)
+                    encoded = time.perf_counter()
+                    answer = tail_runner.infer(dict(tensor_codec.decode(data).tensors))
+                    worker_ms.append(ms_since(encoded))
+                    encode_ms.append((encoded - started) * 1000.0)
+                    if repeat == 0:
+                        sizes.append(len(data))
+                        outputs.append(first_item(answer))
+            cost = ModeCost(
+                candidate.name,
+                candidate.part,
+                edge_ms=statistics.median(head_ms) + statistics.median(encode_ms),
+                up_bytes=mean_bytes(sizes),
+                down_bytes=down_bytes,
+                cloud_ms=statistics.median(worker_ms),
+            )
+            accuracy, failures = context.judge(outputs, f"{candidate.name} {precision}")
+            refused = None
+            if trivial:
+                refused = (
+                    f"the tail computes almost nothing ({statistics.median(tail_alone):.2f} ms of the whole model's "
+                    f"{whole_cloud_ms:.1f} ms on {cloud_profile.name}): the edge has done the work, the link only adds"
+                )
+            elif failures:
+                refused = f"accuracy: {'; '.join(failures)}"
+            rows.append(PlanRow(candidate.name, f"{precision}+zstd", cost, accuracy, refused, detail))
+    return rows
+
+
+def _no_cut_reason(split: SplitModel) -> str:
+    if not cut_points(split.graph):
+        nodes = len(split.graph.graph.node)
+        return (
+            f"no split: no cut of the model's {nodes} node{'' if nodes == 1 else 's'} leaves the tail without "
+            "the model's input, so only edge and cloud are planned"
+        )
+    return (
+        "no split: no cut sends fewer bytes than the model's input itself (cloud mode sends the frame, "
+        "compressed), so only edge and cloud are planned"
+    )
