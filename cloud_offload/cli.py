@@ -1,0 +1,13 @@
+"""`edge-sdk offload ...`: the commands of cloud_offload, found by the SDK through an entry point."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.group("offload")
+def offload() -> None:
+    """Split inference between this box and cloud workers over MQTT."""
+
+
+from . import plan_command  # noqa: E402, F401  (registers `offload plan`)
