@@ -15,8 +15,12 @@ from edge_sdk.core.preprocess import PreprocessSpec
 from edge_sdk.core.tensor_meta import TensorMeta
 
 from . import tensor_codec
+from .protocol import WORKER_MS_TENSOR
 
 Outputs = dict[str, np.ndarray]
+ANSWER_PRECISION: tensor_codec.Precision = "fp16"
+"""Float outputs in an answer: the worker's default (`answer_precision`); the plan judges what the edge
+decodes from it."""
 Item = TypeVar("Item")
 Result = TypeVar("Result")
 
@@ -57,9 +61,13 @@ def mean_bytes(sizes: Iterable[int]) -> int:
     return round(sum(numbers) / len(numbers)) if numbers else 0
 
 
-def encoded_outputs(outputs: Outputs, precision: tensor_codec.Precision) -> bytes:
-    """The answer a worker sends: the model's outputs as a tensor_codec message, zstd-compressed."""
-    return tensor_codec.encode(tensor_codec.TensorPayload(0, 0.0, outputs), precision)
+def answered(outputs: Outputs) -> tuple[int, Outputs]:
+    """What a worker's answer costs and what the edge reads from it: the message's bytes (the model's
+    outputs and the worker's times at ANSWER_PRECISION, zstd), and the outputs decoded from it."""
+    tensors = {**outputs, WORKER_MS_TENSOR: np.zeros(2, np.float32)}
+    data = tensor_codec.encode(tensor_codec.TensorPayload(0, 0.0, tensors), ANSWER_PRECISION, "zstd")
+    decoded = tensor_codec.decode(data).tensors
+    return len(data), {name: decoded[name] for name in outputs}
 
 
 def max_side(spec: PreprocessSpec, model_input: TensorMeta) -> int | None:

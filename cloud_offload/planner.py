@@ -48,10 +48,10 @@ from .offload_plan import OffloadPlan, PlanRow
 from .partition import cut_points
 from .plan_measure import (
     Outputs,
+    answered,
     decode_jpeg,
     downscale,
     encode_jpeg,
-    encoded_outputs,
     first_item,
     max_side,
     mean_bytes,
@@ -64,9 +64,6 @@ from .split_engines import SplitCandidate, SplitModel, prepare_split, sample_fee
 
 QUALITIES = (50, 75, 90)
 PRECISIONS: tuple[tensor_codec.Precision, ...] = ("fp16", "int8")
-ANSWER_PRECISION: tensor_codec.Precision = "fp32"
-"""The answer (the model's raw outputs) is costed at fp32 + zstd: exact, and small for a detector's
-NMS outputs; a worker that answers in fp16 sends less."""
 TRIVIAL_TAIL_SHARE = 0.05
 """A tail under this share of the whole model's time on the cloud profile computes nothing of note."""
 REFERENCE = "the model after the graph passes, ONNX Runtime CPU FP32, frames preprocessed on the host"
@@ -126,19 +123,18 @@ def plan_offload(
     candidates = split_candidates(split)
     steps = 2 + len(candidates)
     report(PROGRESS, 0, steps, "edge")
-    edge_row, edge_outputs = _edge_row(context, config, edge_profile, cache)
+    edge_row, edge_failures = _edge_row(context, config, edge_profile, cache)
     report(PROGRESS, 1, steps, "cloud")
     cloud_rows, whole_cloud_ms = _cloud_rows(context, config, cloud_profile, cache, qualities)
-    down_bytes = mean_bytes(len(encoded_outputs(outputs, ANSWER_PRECISION)) for outputs in edge_outputs)
     rows = [edge_row, *cloud_rows]
     notes = []
+    if edge_failures:
+        notes.append(f"the edge's own engine differs from the FP32 model on these frames: {'; '.join(edge_failures)}")
     if not candidates:
         notes.append(_no_cut_reason(split))
     for index, candidate in enumerate(candidates):
         report(PROGRESS, 2 + index, steps, candidate.name)
-        rows += _split_rows(
-            context, candidate, edge_profile, cloud_profile, cache, precisions, whole_cloud_ms, down_bytes
-        )
+        rows += _split_rows(context, candidate, edge_profile, cloud_profile, cache, precisions, whole_cloud_ms)
     report(PROGRESS, steps, steps, "done", finished=True)
     return OffloadPlan(
         model=str(split.model.path),
@@ -176,7 +172,9 @@ def _reference_outputs(split: SplitModel, frames: Sequence[np.ndarray]) -> list[
 
 def _edge_row(
     context: _Context, config: PipelineConfig, profile: DeviceProfile, cache: EngineCache
-) -> tuple[PlanRow, list[Outputs]]:
+) -> tuple[PlanRow, list[str]]:
+    """The edge's row (never refused: it is the fallback of every mode), and how its own accuracy
+    fails the gate on these frames, if it does."""
     models = prepare_models(config, profile, cache)
     feed = frame_feed(models.preprocess, models.engine_input)
     with models.primary.open(context.threads) as runner:
@@ -188,9 +186,7 @@ def _edge_row(
 
         outputs, times = context.timed(once)
     accuracy, failures = context.judge(outputs, "edge")
-    cost = ModeCost(EDGE, None, statistics.median(times))
-    refused = f"accuracy: {'; '.join(failures)}" if failures else None
-    return PlanRow(EDGE, "", cost, accuracy, refused), outputs
+    return PlanRow(EDGE, "", ModeCost(EDGE, None, statistics.median(times)), accuracy), failures
 
 
 def _cloud_rows(
@@ -217,15 +213,14 @@ def _cloud_rows(
                 return (outputs, len(data), (encoded - started) * 1000.0), ms_since(encoded)
 
             results, worker_ms = context.timed(once)
-            outputs = [outputs for outputs, _size, _ms in results]
-            accuracy, failures = context.judge(outputs, f"cloud q{quality}")
-            answer = mean_bytes(len(encoded_outputs(o, ANSWER_PRECISION)) for o in outputs)
+            answers = [answered(outputs) for outputs, _size, _ms in results]
+            accuracy, failures = context.judge([outputs for _size, outputs in answers], f"cloud q{quality}")
             cost = ModeCost(
                 CLOUD,
                 WHOLE,
                 edge_ms=statistics.median(ms for _o, _size, ms in results),
                 up_bytes=mean_bytes(size for _o, size, _ms in results),
-                down_bytes=answer,
+                down_bytes=mean_bytes(size for size, _outputs in answers),
                 cloud_ms=statistics.median(worker_ms),
             )
             refused = f"accuracy: {'; '.join(failures)}" if failures else None
@@ -242,7 +237,6 @@ def _split_rows(
     cache: EngineCache,
     precisions: Sequence[tensor_codec.Precision],
     whole_cloud_ms: float,
-    down_bytes: int,
 ) -> list[PlanRow]:
     split, measured = context.split, candidate.measured
     detail = {"after": measured.cut.after, "tensors": list(measured.cut.tensors), "raw_bytes": measured.bytes}
@@ -278,15 +272,16 @@ def _split_rows(
                     if repeat == 0:
                         sizes.append(len(data))
                         outputs.append(first_item(answer))
+            answers = [answered(each) for each in outputs]
             cost = ModeCost(
                 candidate.name,
                 candidate.part,
                 edge_ms=statistics.median(head_ms) + statistics.median(encode_ms),
                 up_bytes=mean_bytes(sizes),
-                down_bytes=down_bytes,
+                down_bytes=mean_bytes(size for size, _outputs in answers),
                 cloud_ms=statistics.median(worker_ms),
             )
-            accuracy, failures = context.judge(outputs, f"{candidate.name} {precision}")
+            accuracy, failures = context.judge([each for _size, each in answers], f"{candidate.name} {precision}")
             refused = None
             if trivial:
                 refused = (
