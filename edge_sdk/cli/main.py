@@ -6,6 +6,7 @@ import importlib
 import logging
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -14,6 +15,9 @@ from edge_sdk.core.errors import EdgeSDKError
 
 from .context import CliContext
 from .entry import release_startup_guard
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
 
 COMMANDS: dict[str, tuple[str, ...]] = {
     "profiles": ("edge_sdk.cli.profile_commands", "profiles"),
@@ -39,18 +43,29 @@ they do, so no signal falls between the two. Every other command gets Python's h
 module is loaded (a Ctrl-C is then a KeyboardInterrupt: one line, exit 130)."""
 
 
+PLUGIN_GROUP = "edge_sdk.commands"
+"""Commands of packages built on the SDK (cloud_offload's `offload`), by entry point: the SDK never imports them."""
+
+
 class _LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(COMMANDS)
+        return [*COMMANDS, *sorted(point.name for point in _plugins() if point.name not in COMMANDS)]
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name not in COMMANDS:
-            return None
+            plugin = next((point for point in _plugins() if point.name == name), None)
+            return None if plugin is None else plugin.load()
         module, attribute, *registering = COMMANDS[name]
         command: click.Command = getattr(importlib.import_module(module), attribute)
         for subcommands in registering:
             importlib.import_module(subcommands)
         return command
+
+
+def _plugins() -> list[EntryPoint]:
+    from importlib.metadata import entry_points  # only for a name not in COMMANDS: `run` never scans
+
+    return list(entry_points(group=PLUGIN_GROUP))
 
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -26,6 +26,8 @@ class StatusKind(str, Enum):
     PIPELINE_STARTED = "pipeline_started"
     """The engines are ready and frames start to flow (the start-up before it is interruptible)."""
     PIPELINE_STOPPED = "pipeline_stopped"
+    OFFLOAD_MODE = "offload_mode"
+    """Offload (cloud_offload) changed where frames are inferred; the message says to what and why."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,7 @@ _WORDING: dict[StatusKind, tuple[str, str]] = {
     StatusKind.SINK_FAILED: ("sink", "failed"),
     StatusKind.PIPELINE_STARTED: ("pipeline", "started"),
     StatusKind.PIPELINE_STOPPED: ("pipeline", "stopped"),
+    StatusKind.OFFLOAD_MODE: ("offload", "switched"),
 }
 """What each kind of event is about and what happened to it, for `StatusEvent.describe`."""
 
