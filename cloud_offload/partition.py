@@ -111,14 +111,16 @@ def useful_cuts(measured: Iterable[MeasuredCut], input_bytes: int) -> list[Measu
 def split_model(model: onnx.ModelProto, measured: MeasuredCut) -> tuple[onnx.ModelProto, onnx.ModelProto]:
     """(head, tail): the head computes the cut's tensors from the graph's inputs, the tail the graph's
     outputs from the cut's tensors. Each keeps only the nodes, initializers and constants it needs. The
-    crossing tensors are typed from shape inference, else from the measurement (dtype, rank unknown)."""
+    crossing tensors are typed from shape inference, else from the measurement (dtype and rank)."""
     cut, graph = measured.cut, model.graph
     types = _known_types(model)
-    for name, dtype in zip(cut.tensors, measured.dtypes, strict=True):
+    for name, dtype, shape in zip(cut.tensors, measured.dtypes, measured.shapes, strict=True):
         known = types.get(name)
-        if known is None or not known.type.tensor_type.elem_type:
+        if known is None or not known.type.tensor_type.elem_type or not known.type.tensor_type.HasField("shape"):
             elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
-            types[name] = helper.make_tensor_value_info(name, elem, None)
+            # the rank as measured, every size left open: the sample's sizes need not be every frame's
+            dims = [f"{name}_{axis}" for axis in range(len(shape))]
+            types[name] = helper.make_tensor_value_info(name, elem, dims)
     head_nodes = _needed(graph.node[: cut.position], cut.tensors)
     tail_outputs = [value.name for value in graph.output]
     constant = _constant_tensors(graph)
