@@ -21,6 +21,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 CHUNK = 16 * 1024
+PACKET = 1500
+"""Bytes released at a time: an Ethernet frame's payload, so a message's tail waits its turn."""
+BURST_S = 0.002
+"""Tokens saved up while idle, in seconds of bandwidth: a link's queue, not a message's worth."""
 
 
 @dataclass
@@ -40,7 +44,7 @@ class _TokenBucket:
         self._at = time.monotonic()
 
     def take(self, nbytes: int, shape: LinkShape) -> None:
-        """Block until `nbytes` may go at the shape's bandwidth (a burst of at most 50 ms is allowed)."""
+        """Block until `nbytes` may go at the shape's bandwidth (a burst of at most BURST_S is allowed)."""
         while True:
             bandwidth = shape.bandwidth_bps
             if bandwidth is None:
@@ -48,13 +52,13 @@ class _TokenBucket:
             rate = bandwidth / 8
             with self._lock:
                 now = time.monotonic()
-                self._tokens = min(max(rate * 0.05, nbytes), self._tokens + (now - self._at) * rate)
+                self._tokens = min(max(rate * BURST_S, nbytes), self._tokens + (now - self._at) * rate)
                 self._at = now
                 if self._tokens >= nbytes:
                     self._tokens -= nbytes
                     return
                 wait = (nbytes - self._tokens) / rate
-            time.sleep(min(wait, 0.05))
+            time.sleep(min(wait, 0.01))
 
 
 class ThrottlingProxy:
@@ -144,6 +148,10 @@ class ThrottlingProxy:
                 client.close()
                 continue
             server.settimeout(None)
+            # A link forwards bytes as they come: without this, Nagle's algorithm holds a message's
+            # tail back for the peer's delayed ACK, 40 ms on Linux, which no real link adds.
+            for sock in (client, server):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             with self._lock:
                 self._sockets |= {client, server}
             for source, target, bucket in ((client, server, self._buckets[0]), (server, client, self._buckets[1])):
@@ -172,8 +180,10 @@ class ThrottlingProxy:
                 released = max(released, arrived + shape.delay_s + self._random.uniform(0, shape.jitter_s))
                 time.sleep(max(0.0, released - time.monotonic()))
                 self._flowing.wait()
-                bucket.take(len(data), self.shape)
-                target.sendall(data)
+                for start in range(0, len(data), PACKET):  # paced packet by packet, as a link does
+                    piece = data[start : start + PACKET]
+                    bucket.take(len(piece), self.shape)
+                    target.sendall(piece)
         except OSError:
             pass
         finally:
