@@ -6,7 +6,9 @@ Nothing here holds a connection open; `edge_sdk.mqtt.connection.Connection` driv
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -49,7 +51,15 @@ def build_paho(settings: MqttSettings, max_queued: int) -> paho.Client:
     if settings.will is not None:
         will = settings.will
         client.will_set(will.topic, will.payload, qos=will.qos, retain=will.retain)
+    client.on_socket_open = _no_delay
     return client
+
+
+def _no_delay(client: paho.Client, userdata: Any, sock: Any) -> None:
+    """MQTT's small packets (PUBACKs, commands) go at once: with Nagle's algorithm one waits for the
+    peer's delayed ACK behind a larger message, 40 ms on Linux (a request's PUBACK behind an answer)."""
+    with contextlib.suppress(OSError, AttributeError):  # not a TCP socket (a websocket wrapper, a test double)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 def connect_arguments(settings: MqttSettings) -> dict[str, Any]:

@@ -163,6 +163,8 @@ class MosquittoBroker:
             "log_type notice",
             "log_type information",
             "connection_messages true",
+            # small packets (PUBACKs) at once, not behind the client's delayed ACK (as deploy/ configures)
+            "set_tcp_nodelay true",
             f"listener {self.port} {self.host}",
         ]
         if self.certificates is not None:
