@@ -10,4 +10,5 @@ def offload() -> None:
     """Split inference between this box and cloud workers over MQTT."""
 
 
-from . import plan_command  # noqa: E402, F401  (registers `offload plan`)
+# Each subcommand's module registers itself on the group.
+from . import plan_command, worker_command  # noqa: E402, F401

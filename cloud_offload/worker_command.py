@@ -1,0 +1,126 @@
+"""`edge-sdk offload worker`: serve the models of some pipelines to edge devices until SIGTERM / SIGINT."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import threading
+from pathlib import Path
+
+import click
+
+from edge_sdk.cli.context import CliContext
+from edge_sdk.fleet.wire.broker_file import load_broker_file
+from edge_sdk.pipeline.config import load_pipeline
+
+from .cli import offload
+from .protocol import DEFAULT_GROUP
+from .worker import OffloadWorker, WorkerSettings
+
+_DEFAULTS = WorkerSettings(worker_id="defaults")
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+@offload.command("worker")
+@click.option(
+    "--broker",
+    "broker_file",
+    required=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Broker settings file (host, port, TLS with the worker's own certificate, credentials).",
+)
+@click.option("--profile", "profile_name", help="This machine's device profile (default: detected).")
+@click.option(
+    "--pipeline",
+    "pipeline_files",
+    multiple=True,
+    required=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="A pipeline whose model this worker serves (repeat for several).",
+)
+@click.option("--id", "worker_id", help="The worker's name (default: the broker file's client id, else host-pid).")
+@click.option("--group", default=DEFAULT_GROUP, show_default=True, help="The workers' shared-subscription group.")
+@click.option(
+    "--batch-size",
+    type=click.IntRange(1, 256),
+    default=_DEFAULTS.batch_size,
+    show_default=True,
+    help="Requests per call.",
+)
+@click.option(
+    "--batch-delay-ms",
+    type=click.FloatRange(0, 1000),
+    default=_DEFAULTS.batch_delay_ms,
+    show_default=True,
+    help="Longest wait for a batch to fill.",
+)
+@click.option(
+    "--queue-size",
+    type=click.IntRange(1),
+    default=_DEFAULTS.queue_size,
+    show_default=True,
+    help="Requests waiting at most; beyond, each is answered 'worker overloaded' at once.",
+)
+@click.option("--threads", type=click.IntRange(1), help="Threads per inference (default: the profile's).")
+@click.option(
+    "--answer-precision",
+    type=click.Choice(["fp32", "fp16"]),
+    default=_DEFAULTS.answer_precision,
+    show_default=True,
+    help="Float outputs are answered as this.",
+)
+@click.pass_context
+def worker(
+    click_ctx: click.Context,
+    broker_file: Path,
+    profile_name: str | None,
+    pipeline_files: tuple[Path, ...],
+    worker_id: str | None,
+    group: str,
+    batch_size: int,
+    batch_delay_ms: float,
+    queue_size: int,
+    threads: int | None,
+    answer_precision: str,
+) -> None:
+    """Serve the models of the pipelines to edge devices over MQTT: whole models on frames, tails on a
+    split's tensors. Several workers of one group share the requests. Ctrl-C or SIGTERM answers what is
+    queued, clears the worker's load report and stops."""
+    ctx = click_ctx.find_object(CliContext) or CliContext()
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop.set()
+
+    previous = {signum: signal.signal(signum, on_signal) for signum in STOP_SIGNALS}
+    try:
+        broker = load_broker_file(broker_file)
+        settings = WorkerSettings.model_validate(
+            {
+                "worker_id": worker_id or broker.client_id or f"{socket.gethostname()}-{os.getpid()}",
+                "group": group,
+                "batch_size": batch_size,
+                "batch_delay_ms": batch_delay_ms,
+                "queue_size": queue_size,
+                "threads": threads,
+                "answer_precision": answer_precision,
+            }
+        )
+        pipelines = [load_pipeline(path) for path in pipeline_files]
+        profile = ctx.profile(profile_name)
+        serving = OffloadWorker(pipelines, profile, broker, settings, ctx.cache)
+        name = settings.worker_id
+        click.echo(f"offload worker {name}: loading {len(pipelines)} model(s) for profile {profile.name}")
+        serving.start()
+        for key, served in serving.models.items():
+            click.echo(f"offload worker {name}: serving {served.name} as model {key}")
+        click.echo(f"offload worker {name}: ready on {broker.address}, group {settings.group}")
+        try:
+            stop.wait()
+        finally:
+            stats = serving.stop()
+        click.echo(f"offload worker {name}: stopped; {stats.line()}")
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
