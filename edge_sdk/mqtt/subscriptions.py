@@ -129,9 +129,17 @@ class Subscriptions:
             correlation_data=getattr(properties, "CorrelationData", None),
         )
         with self._lock:
-            handlers = [s.handler for f, s in self._table.items() if paho.topic_matches_sub(f, raw.topic)]
+            handlers = [s.handler for f, s in self._table.items() if paho.topic_matches_sub(_unshared(f), raw.topic)]
         for handler in handlers:
             try:
                 handler(message)
             except Exception:  # one handler's bug must not stop delivery to the others or paho's thread
                 log.exception("MQTT message handler %r failed on a message to %s", handler, message.topic)
+
+
+def _unshared(topic_filter: str) -> str:
+    """The filter a shared subscription (MQTT v5 `$share/<group>/<filter>`) matches topics with."""
+    if topic_filter.startswith("$share/"):
+        parts = topic_filter.split("/", 2)
+        return parts[2] if len(parts) == 3 else topic_filter
+    return topic_filter
