@@ -24,7 +24,7 @@ import logging
 import os
 import threading
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -63,6 +63,7 @@ from .split_engines import prepare_split, split_candidates, split_model_of
 log = logging.getLogger(__name__)
 
 FRAME_INTERVAL_WEIGHT = 0.1
+SETTLED_REMEMBERED = 1024
 
 
 @dataclass
@@ -78,6 +79,10 @@ class _Away:
     """time.monotonic() after which the frame is computed here (an escalation is given up)."""
     expected_ms: float
     request: Request
+    correction: float = 1.0
+    """The mode's correction that `expected_ms` holds."""
+    failed: str | None = None
+    """Why the request never reached the broker (set by the sender thread; settled by the caller's)."""
 
 
 @dataclass(frozen=True)
@@ -118,12 +123,16 @@ class OffloadDispatch:
         if "split" in settings.modes:
             self._add_splits(context, cache, sample, down_bytes)
         self._escalation = self._escalation_of(settings, cache) if "escalate" in settings.modes else None
+        if settings.fixed is not None and settings.fixed not in self.modes:
+            raise ConfigError(f"offload.fixed: expected one of {', '.join(self.modes)}, got {settings.fixed!r}")
         self.decision = Decision(settings.hysteresis, time.monotonic())
         self._lock = threading.Condition()
         self._away: dict[bytes, _Away] = {}
         self._answers: list[Answer] = []
         self._ready: list[tuple[FrameMeta, Result]] = []
         self._next_frame_id = 1
+        self._settled: OrderedDict[bytes, None] = OrderedDict()
+        """Correlations of frames computed here after all, so a late answer is told from a forged one."""
         self._misses = 0
         self._rest_until = 0.0
         self._last_submit: float | None = None
@@ -155,7 +164,7 @@ class OffloadDispatch:
                 if self._ready or not self._away or time.monotonic() >= deadline:
                     ready, self._ready = self._ready, []
                     return ready
-                soonest = min(away.deadline for away in self._away.values())
+                soonest = min(0.0 if away.failed else away.deadline for away in self._away.values())
                 self._lock.wait(max(0.0, min(deadline, soonest) - time.monotonic()))
 
     @property
@@ -165,16 +174,20 @@ class OffloadDispatch:
 
     def stats(self) -> dict[str, Any]:
         estimate = self.link.estimate()
+        counts = Counter(dict(self.counts))  # one C-level copy: the sender thread reads it for its probe
         with self._lock:
             away = len(self._away)
         return {
             "mode": self.decision.mode,
-            "computed": {k.removeprefix("at:"): v for k, v in self.counts.items() if k.startswith("at:")},
-            "fallbacks": {k.removeprefix("fallback:"): v for k, v in self.counts.items() if k.startswith("fallback:")},
-            "late_answers": self.counts["late"],
-            "unknown_answers": self.counts["unknown"],
-            "escalated": self.counts["escalated"],
-            "updates": self.counts["updates"],
+            "computed": {k.removeprefix("at:"): v for k, v in counts.items() if k.startswith("at:")},
+            "fallbacks": {k.removeprefix("fallback:"): v for k, v in counts.items() if k.startswith("fallback:")},
+            "late_answers": counts["late"],
+            "unknown_answers": counts["unknown"],
+            "escalated": counts["escalated"],
+            "updates": counts["updates"],
+            "refused": {k.removeprefix("refused:"): v for k, v in counts.items() if k.startswith("refused:")},
+            "bad_answers": counts["bad_answers"],
+            "worker_errors": counts["worker_errors"],
             "away": away,
             "bandwidth_mbps": round(estimate.bandwidth_bps / 1e6, 3) if estimate.bandwidth_bps else None,
             "rtt_ms": round(estimate.rtt_s * 1000, 2) if estimate.rtt_s else None,
@@ -193,6 +206,8 @@ class OffloadDispatch:
 
     def _choose(self, now: float) -> LiveCost:
         expected = self._expected(now)
+        if self.settings.fixed is not None:
+            return self.modes[self.settings.fixed] if self.settings.fixed in expected else self.edge
         switch = self.decision.choose(expected, now)
         if switch is not None:
             log.info("offload %s: %s -> %s: %s", self.subject, switch.previous, switch.mode, switch.reason)
@@ -240,9 +255,11 @@ class OffloadDispatch:
                 self.counts["refused:packet_size"] += 1
                 continue
             value = expected_ms(cost, estimate.bandwidth_bps, estimate.rtt_s * 1000, queue_ms) + backlog_ms
-            value *= mode.correction.value
+            value *= mode.correction_now(now)
             if value < self.settings.deadline_ms:
                 expected[name] = value
+            else:
+                self.counts["refused:deadline"] += 1
         return expected
 
     # --- sending and answers -----------------------------------------------------------------------
@@ -269,7 +286,8 @@ class OffloadDispatch:
             tensor_codec.TensorPayload(frame_id, deadline_unix, request.tensors), request.precision, request.compression
         )
         correlation = new_correlation()
-        away = _Away(frame, queued_ms, mode, now, now + self.settings.deadline_ms / 1000, expected, request)
+        correction = mode.correction_now(now) if mode is not None else 1.0
+        away = _Away(frame, queued_ms, mode, now, now + self.settings.deadline_ms / 1000, expected, request, correction)
         with self._lock:
             self._away[correlation] = away
         topic = request_topic(self.device, key, request.part)
@@ -288,12 +306,14 @@ class OffloadDispatch:
             self._lock.notify_all()
 
     def _failed(self, correlation: bytes, why: str) -> None:
-        """The request never reached the broker (refused, not acknowledged): compute it here at once."""
+        """The request never reached the broker (refused, not acknowledged): the frame is computed
+        here by the next collect, on the caller's thread (the engine is not shared across threads)."""
+        log.debug("offload %s: %s", self.subject, why)
         with self._lock:
-            away = self._away.pop(correlation, None)
-        if away is not None:
-            log.debug("offload %s: %s", self.subject, why)
-            self._settle_here(away, "not_sent")
+            away = self._away.get(correlation)
+            if away is not None:
+                away.failed = "not_sent"
+            self._lock.notify_all()
 
     def _take_answers(self) -> None:
         with self._lock:
@@ -302,7 +322,8 @@ class OffloadDispatch:
             with self._lock:
                 away = self._away.pop(answer.correlation, None)
             if away is None:
-                self.counts["late" if len(answer.correlation) == 16 else "unknown"] += 1
+                # late: for a frame already computed here; unknown: for no frame this agent sent
+                self.counts["late" if answer.correlation in self._settled else "unknown"] += 1
                 continue
             self._settle_answer(away, answer)
 
@@ -330,11 +351,15 @@ class OffloadDispatch:
                 self._settle_here(away, "bad_answer")
             return
         mode = away.mode
-        waited_ms = (answer.arrived_at - away.submitted_at) * 1000
+        waited_ms = (answer.arrived_at - away.submitted_at) * 1000 - away.request.edge_ms  # after the edge work
         if timing is not None and timing.size == 2:
             mode.observe_cloud(float(timing[1]))
         mode.down_bytes.add(len(answer.payload))
-        mode.observe_latency(waited_ms + away.request.edge_ms, away.expected_ms / mode.correction.value)
+        observed_ms = (answer.arrived_at - away.submitted_at) * 1000
+        log.debug(
+            "offload %s: %s answered in %.1f ms, expected %.1f", self.subject, mode.name, observed_ms, away.expected_ms
+        )
+        mode.observe_latency(observed_ms, away.expected_ms / away.correction, answer.arrived_at)
         self._misses = 0
         result = self._postprocessed(away, outputs, mode.name, waited_ms)
         self._deliver(away.frame.meta, result, mode.name)
@@ -371,21 +396,30 @@ class OffloadDispatch:
         now = time.monotonic()
         connected = self.link.connected
         with self._lock:
-            overdue = [c for c, away in self._away.items() if away.deadline <= now or (not connected and away.mode)]
-            settled = [self._away.pop(c) for c in overdue]
-        for away in settled:
+            overdue = [
+                c
+                for c, away in self._away.items()
+                if away.deadline <= now or away.failed or (not connected and away.mode)
+            ]
+            settled = [(c, self._away.pop(c)) for c in overdue]
+        for correlation, away in settled:
             if away.mode is None:
                 self.counts["escalations_expired"] += 1
                 continue
-            self._settle_here(away, "deadline" if connected else "link_lost")
-            if connected:
+            reason = away.failed or ("deadline" if connected else "link_lost")
+            self._settle_here(away, reason, correlation)
+            if reason == "deadline":
                 self._misses += 1
                 if self._misses >= self.settings.misses_to_back_off:
                     self._rest_until = now + self.settings.back_off_s
                     self._misses = 0
                     self.counts["back_offs"] += 1
 
-    def _settle_here(self, away: _Away, reason: str) -> None:
+    def _settle_here(self, away: _Away, reason: str, correlation: bytes | None = None) -> None:
+        if correlation is not None:
+            self._settled[correlation] = None
+            while len(self._settled) > SETTLED_REMEMBERED:
+                self._settled.popitem(last=False)
         self.counts[f"fallback:{reason}"] += 1
         self._compute_here(away.frame, away.queued_ms, "edge")
 

@@ -25,6 +25,7 @@ from .split_engines import SplitCandidate, SplitModel
 MEAN_WEIGHT = 0.2
 """Weight of the newest sample in a mode's running means."""
 QUALITY_STEP = 5
+CORRECTION_HALF_LIFE_S = 3.0
 
 
 @dataclass
@@ -47,7 +48,10 @@ class LiveCost:
     cloud_ms: RunningMean | None = None
     """None until a worker reported it (the mode is unavailable until then)."""
     correction: RunningMean = field(default_factory=lambda: RunningMean(1.0))
-    """Observed over expected latency of this mode's answers: what the cost model misses (kept in 0.5-2)."""
+    """Observed over expected latency of this mode's answers: what the cost model misses (kept in 0.5-2).
+    It fades back to 1 while the mode is not used (`correction_now`), so one bad spell does not keep
+    a mode out for good."""
+    corrected_at: float = 0.0
 
     def cost(self) -> ModeCost:
         return ModeCost(
@@ -65,9 +69,15 @@ class LiveCost:
         else:
             self.cloud_ms.add(ms)
 
-    def observe_latency(self, observed_ms: float, expected_ms: float) -> None:
+    def observe_latency(self, observed_ms: float, expected_ms: float, now: float) -> None:
         if expected_ms > 0:
+            self.correction.value = self.correction_now(now)
             self.correction.add(min(2.0, max(0.5, observed_ms / expected_ms)))
+            self.corrected_at = now
+
+    def correction_now(self, now: float) -> float:
+        fade = 0.5 ** (max(0.0, now - self.corrected_at) / CORRECTION_HALF_LIFE_S)
+        return 1.0 + (self.correction.value - 1.0) * fade
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,7 @@ PROBE_EVERY_S = 0.5
 RTT_STALE_S = 1.0
 BANDWIDTH_STALE_S = 2.0
 PROBE_BYTES = 16 * 1024
+MIN_TRANSFER_S = 0.001
 PUBLISH_PATIENCE_S = 5.0
 
 
@@ -208,10 +209,12 @@ class RemoteLink:
 
     def _add_transfer(self, at: float, nbytes: int, elapsed: float) -> None:
         rtt = self.estimator.estimate().rtt_s
-        serialising = elapsed - (rtt or 0.0)
-        if rtt is not None and serialising > 0.001:
-            self.estimator.add_transfer(at, nbytes, serialising)
-            self._bandwidth_at = at
+        if rtt is None:
+            return
+        # Below a millisecond the RTT's own noise hides the transfer: the link carries at least this
+        # message per millisecond, which is all a decision needs of a fast link.
+        self.estimator.add_transfer(at, nbytes, max(elapsed - rtt, MIN_TRANSFER_S))
+        self._bandwidth_at = at
 
     def _probe(self, topic: str) -> None:
         """A round trip when the RTT is stale, else a padded message when the bandwidth is."""

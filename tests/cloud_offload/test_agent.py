@@ -1,0 +1,329 @@
+"""The edge agent against a real Mosquitto, real workers and a real slow link (the throttling proxy).
+
+The edge here is made slow on purpose (its engine sleeps 60 ms a frame, a Jetson-class CPU beside
+the worker's), so that offloading pays on a fast link as it would on a real edge box: on this
+machine both ends are the same two cores.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+from cloud_offload import protocol, tensor_codec
+from cloud_offload.agent import OffloadDispatch
+from cloud_offload.worker import OffloadWorker, WorkerSettings
+from edge_sdk.core.preprocess import frame_feed
+from edge_sdk.core.results import Frame, FrameMeta, Result
+from edge_sdk.core.status import StatusEvent, StatusKind
+from edge_sdk.engines.cache import EngineCache
+from edge_sdk.engines.equivalence import scene_frames
+from edge_sdk.mqtt import MqttClient
+from edge_sdk.mqtt.messages import Message
+from edge_sdk.pipeline.config import PipelineConfig
+from edge_sdk.pipeline.engine_setup import prepare_models
+from edge_sdk.pipeline.extensions import DispatchContext
+from edge_sdk.pipeline.frame_steps import FrameInference
+from edge_sdk.postprocess import build_postprocessor
+from edge_sdk.profiles import DeviceProfile
+from tests.support.waits import wait_until
+from tools.harness.broker import BrokerFactory, MosquittoBroker
+from tools.harness.throttle_proxy import LinkShape, ThrottlingProxy
+
+pytestmark = pytest.mark.slow
+
+DEVICE = "cam1"
+EDGE_MS = 120.0
+FPS = 15.0
+DETECTOR = {
+    "name": "detector",
+    "preprocess": {"resize": [300, 300], "color": "rgb", "layout": "nhwc", "dtype": "uint8"},
+    "sources": [{"uri": "synthetic://?frames=4&size=320x240", "name": "cam"}],
+    "postprocess": {"type": "ssd", "labels": ["person"]},
+}
+
+
+class SlowEdge:
+    """The pipeline's engine, EDGE_MS slower a frame: a weak edge box."""
+
+    def __init__(self, runner: Any):
+        self.runner = runner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.runner, name)
+
+    def infer(self, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        time.sleep(EDGE_MS / 1000)
+        outputs: dict[str, np.ndarray] = self.runner.infer(feed)
+        return outputs
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> EngineCache:
+    return EngineCache(tmp_path_factory.mktemp("engines"))
+
+
+@pytest.fixture(scope="module")
+def detector(demo_model: Path) -> PipelineConfig:
+    return PipelineConfig.model_validate({**DETECTOR, "model": {"path": str(demo_model)}})
+
+
+@pytest.fixture
+def broker(start_broker: BrokerFactory) -> MosquittoBroker:
+    return start_broker()
+
+
+@pytest.fixture
+def worker(
+    broker: MosquittoBroker, detector: PipelineConfig, cpu_profile: DeviceProfile, cache: EngineCache
+) -> Iterator[OffloadWorker]:
+    with OffloadWorker(
+        [detector], cpu_profile, broker.settings(), WorkerSettings(worker_id="w1", report_interval_s=0.2), cache
+    ) as running:
+        yield running
+
+
+@pytest.fixture
+def proxy(broker: MosquittoBroker) -> Iterator[ThrottlingProxy]:
+    with ThrottlingProxy((broker.host, broker.port), LinkShape(100e6, delay_s=0.005)) as running:
+        yield running
+
+
+Edge = Callable[..., OffloadDispatch]
+
+
+@pytest.fixture
+def edge(
+    tmp_path: Path, proxy: ThrottlingProxy, detector: PipelineConfig, cpu_profile: DeviceProfile, cache: EngineCache
+) -> Iterator[Edge]:
+    opened: list[tuple[OffloadDispatch, Any]] = []
+
+    def open_edge(events: list[StatusEvent] | None = None, port: int | None = None, **offload: Any) -> OffloadDispatch:
+        broker_file = tmp_path / "broker.yaml"
+        broker_file.write_text(yaml.safe_dump({"host": "127.0.0.1", "port": port or proxy.port}))
+        settings = {"broker": str(broker_file), "device": DEVICE, "modes": ["edge", "cloud"], **offload}
+        config = PipelineConfig.model_validate(
+            {**DETECTOR, "model": {"path": str(detector.model.path)}, "offload": settings}
+        )
+        models = prepare_models(config, cpu_profile, cache)
+        runner = models.primary.open()
+        runner.activate()
+        local = FrameInference(
+            SlowEdge(runner),  # type: ignore[arg-type]
+            models.input_name,
+            frame_feed(models.preprocess, models.engine_input),
+            build_postprocessor(config.postprocess),
+        )
+        record = events.append if events is not None else (lambda event: None)
+        context = DispatchContext(config, config.offload, cpu_profile, cache.root, local, 0, record)
+        dispatch = OffloadDispatch(context)
+        opened.append((dispatch, runner))
+        wait_until(lambda: dispatch.link.connected and dispatch.link.workers(), 10, "the agent to see a worker")
+        wait_until(lambda: dispatch.link.estimate().bandwidth_bps, 5, "the agent's first link estimate")
+        return dispatch
+
+    yield open_edge
+    for dispatch, runner in opened:
+        dispatch.close()
+        runner.deactivate()
+
+
+FRAMES = scene_frames(8)
+
+
+def stream(
+    dispatch: OffloadDispatch, count: int, during: Callable[[int], None] = lambda index: None
+) -> list[tuple[FrameMeta, Result, float]]:
+    """`count` frames at FPS, as a live camera gives them: each (meta, result, seconds from submit to result)."""
+    submitted: dict[int, float] = {}
+    results: list[tuple[FrameMeta, Result, float]] = []
+
+    def take(wait_s: float = 0.0) -> None:
+        for meta, result in dispatch.collect(wait_s):
+            if not result.update:
+                results.append((meta, result, time.monotonic() - submitted[meta.index]))
+
+    for index in range(count):
+        during(index)
+        image = FRAMES[index % len(FRAMES)]
+        frame = Frame(FrameMeta("cam", index, time.time(), image.shape[1], image.shape[0]), image)
+        submitted[index] = time.monotonic()
+        dispatch.submit([frame], [0.0])
+        take()
+        time.sleep(max(0.0, 1 / FPS - (time.monotonic() - submitted[index])))
+    deadline = time.monotonic() + 10
+    while len(results) < count and time.monotonic() < deadline:
+        take(0.05)
+    return results
+
+
+def where(results: list[tuple[FrameMeta, Result, float]]) -> list[str | None]:
+    return [result.computed_at for _meta, result, _seconds in results]
+
+
+def exactly_once(results: list[tuple[FrameMeta, Result, float]], count: int) -> None:
+    indices = sorted(meta.index for meta, _result, _seconds in results)
+    assert indices == list(range(count)), f"frames lost or doubled: {indices}"
+
+
+def test_a_fast_link_offloads_and_a_slow_one_keeps_frames_on_the_edge(
+    worker: OffloadWorker, edge: Edge, proxy: ThrottlingProxy
+) -> None:
+    events: list[StatusEvent] = []
+    dispatch = edge(events)
+    fast = stream(dispatch, 40)
+    exactly_once(fast, 40)
+    assert where(fast)[-15:].count("cloud") >= 14, where(fast)
+    # the cloud finds what the edge finds on the same frames (the same model, a JPEG in between)
+    cloud = sum(len(result.detections) for _meta, result, _s in fast[-8:] if result.computed_at == "cloud")
+    here = sum(
+        len(dispatch.local([Frame(meta, FRAMES[meta.index % len(FRAMES)])])[0].detections)
+        for meta, result, _s in fast[-8:]
+        if result.computed_at == "cloud"
+    )
+    assert here > 0 and abs(cloud - here) <= 1, (cloud, here)
+
+    proxy.set(bandwidth_bps=0.5e6)  # a 25 KB JPEG now takes 400 ms, the edge 160
+    changed = time.monotonic()
+    slow = stream(dispatch, 40)
+    exactly_once(slow, 40)
+    assert where(slow)[-15:] == ["edge"] * 15, where(slow)
+    switches = [e for e in events if e.kind is StatusKind.OFFLOAD_MODE]
+    assert [e.data["mode"] for e in switches][:2] == ["cloud", "edge"], [e.message for e in switches]
+    assert switches[1].timestamp - (time.time() - (time.monotonic() - changed)) < 2.5, "adapted within ~2 s"
+    assert dispatch.stats()["unknown_answers"] == 0
+
+
+def test_a_cut_link_makes_every_frame_fall_back_within_its_deadline(
+    worker: OffloadWorker, edge: Edge, proxy: ThrottlingProxy
+) -> None:
+    dispatch = edge(deadline_ms=400)
+
+    def fail(index: int) -> None:  # bytes held first, so frames are away when the link goes
+        if index == 40:
+            proxy.stall()
+        if index == 42:
+            proxy.cut()
+
+    results = stream(dispatch, 70, during=fail)
+    exactly_once(results, 70)
+    assert where(results)[30:40].count("cloud") >= 8, (" ".join(str(w) for w in where(results)), dispatch.stats())
+    assert where(results)[45:] == ["edge"] * 25, where(results)
+    slowest = max(seconds for _meta, _result, seconds in results)
+    assert slowest < 0.4 + 2 * EDGE_MS / 1000 + 0.15, f"a frame took {slowest:.3f} s"
+    stats = dispatch.stats()
+    assert sum(stats["fallbacks"].values()) >= 1, stats
+
+
+def test_a_broker_restart_loses_no_frame(worker: OffloadWorker, edge: Edge, broker: MosquittoBroker) -> None:
+    dispatch = edge(deadline_ms=400)
+    results = stream(dispatch, 60, during=lambda index: broker.restart() if index == 20 else None)
+    exactly_once(results, 60)
+    assert "cloud" in where(results)[:20]
+    assert "cloud" in where(results)[-15:], "offloads again once the broker is back"
+
+
+def test_a_deadline_shorter_than_the_round_trip_keeps_every_frame_here(
+    worker: OffloadWorker, edge: Edge, proxy: ThrottlingProxy
+) -> None:
+    proxy.set(delay_s=0.05)  # 100 ms round trip
+    dispatch = edge(deadline_ms=60)
+    results = stream(dispatch, 20)
+    exactly_once(results, 20)
+    assert set(where(results)) == {"edge"}
+    assert dispatch.stats()["refused"].get("deadline", 0) > 0
+
+
+def test_answers_for_nobody_and_malformed_answers_are_counted_and_fall_back(
+    edge: Edge, broker: MosquittoBroker, detector: PipelineConfig, cache: EngineCache
+) -> None:
+    """A worker that answers garbage, the wrong shapes or the wrong dtype, and answers for no request."""
+    key = protocol.model_key(cache.models.load(detector.model.path).sha256, detector.preprocess)
+    liar = MqttClient(broker.settings(client_id="liar"))
+    liar.connect()
+    answers = iter(["garbage", "shape", "dtype"] * 100)
+
+    def answer(message: Message) -> None:
+        request = tensor_codec.decode(message.payload)
+        kind = next(answers)
+        if kind == "garbage":
+            body = b"EOFL\x01 not a message"
+        else:
+            tensors = {
+                "detection_boxes:0": np.zeros((1, 3), np.float32)
+                if kind == "shape"
+                else np.zeros((1, 100, 4), np.int64),
+                "detection_scores:0": np.zeros((1, 100), np.float32),
+                "detection_classes:0": np.zeros((1, 100), np.float32),
+                "num_detections:0": np.zeros((1,), np.float32),
+            }
+            body = tensor_codec.encode(tensor_codec.TensorPayload(request.frame_id, request.deadline, tensors), "fp32")
+        assert message.response_topic is not None
+        liar.publish(message.response_topic, body, qos=1, wait=False, correlation_data=message.correlation_data)
+
+    liar.subscribe(protocol.worker_subscription(), answer)
+    reporting = threading.Event()
+
+    def report_load() -> None:  # every 0.5 s, as a worker does: a report older than 3 s counts for nothing
+        while not reporting.wait(0.5):
+            load = protocol.WorkerLoad(
+                worker="liar", profile="x86-cpu", models={key: protocol.ModelTimes(whole_ms=1.0)}, at=time.time()
+            )
+            liar.publish(protocol.load_topic("liar"), load.model_dump_json(), qos=1, retain=True)
+
+    reporter = threading.Thread(target=report_load, daemon=True)
+    reporter.start()
+    try:
+        dispatch = edge(deadline_ms=400, fixed="cloud")
+        liar.publish(protocol.response_topic(DEVICE), b"forged", qos=1, correlation_data=b"\x00" * 16)
+        results = stream(dispatch, 12)
+        exactly_once(results, 12)
+        assert set(where(results)) == {"edge"}, "every malformed answer falls back"
+        stats = dispatch.stats()
+        assert stats["bad_answers"] >= 10 and stats["fallbacks"].get("bad_answer", 0) >= 10, str(stats)
+        assert stats["unknown_answers"] == 1, stats
+    finally:
+        reporting.set()
+        reporter.join()
+        liar.publish(protocol.load_topic("liar"), b"", qos=1, retain=True)
+        liar.disconnect()
+
+
+def test_escalation_delivers_the_edge_result_first_then_the_cloud_update(
+    worker: OffloadWorker, edge: Edge, tmp_path: Path, detector: PipelineConfig
+) -> None:
+    bigger = tmp_path / "bigger.yaml"  # the worker serves the same detector: enough to see the protocol
+    bigger.write_text(yaml.safe_dump({**DETECTOR, "model": {"path": str(detector.model.path)}}))
+    dispatch = edge(modes=["edge", "escalate"], escalate={"pipeline": str(bigger), "threshold": 0.99})
+    order: list[tuple[int, bool, str | None]] = []
+    found: dict[int, int] = {}
+
+    def take(wait_s: float) -> None:
+        for meta, result in dispatch.collect(wait_s):
+            order.append((meta.index, result.update, result.computed_at))
+            if not result.update:
+                found[meta.index] = len(result.detections)
+
+    for index in range(10):
+        image = FRAMES[index % len(FRAMES)]
+        dispatch.submit([Frame(FrameMeta("cam", index, time.time(), image.shape[1], image.shape[0]), image)], [0.0])
+        take(0.0)
+    unsure = [index for index in range(10) if found.get(index)]  # every detection scores under 0.99
+    deadline = time.monotonic() + 5
+    while sum(update for _i, update, _w in order) < len(unsure) and time.monotonic() < deadline:
+        take(0.05)
+    finals = [(i, w) for i, update, w in order if not update]
+    updates = [(i, w) for i, update, w in order if update]
+    assert finals == [(i, "edge") for i in range(10)]
+    assert len(unsure) >= 5, found
+    assert sorted(updates) == [(i, "cloud") for i in unsure], order
+    for index in unsure:
+        assert order.index((index, False, "edge")) < order.index((index, True, "cloud")), "the edge result first"
+    assert dispatch.stats()["updates"] == len(unsure)
