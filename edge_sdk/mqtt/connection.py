@@ -45,6 +45,7 @@ class Connection:
         self._paho_log = PahoLogRelay(quiet=lambda: self.state in (ConnectionState.CLOSED, ConnectionState.IDLE))
         self._attempt: ConnectAttempt | None = None
         self._connack_reason: ReasonCode | None = None
+        self._max_packet_size: int | None = None
         self._paho: paho.Client | None = None
         self.connects = 0
         """Successful CONNACKs so far (the first connect and every reconnect)."""
@@ -58,6 +59,16 @@ class Connection:
     @property
     def is_connected(self) -> bool:
         return self.state is ConnectionState.CONNECTED
+
+    @property
+    def max_packet_size(self) -> int | None:
+        """The largest MQTT packet, in bytes, the broker accepts: the "Maximum Packet Size" of its last
+        CONNACK (MQTT v5); None when it set no limit, over MQTT 3.1.1, and before the first connect.
+
+        A PUBLISH larger than this (topic, properties and payload) makes the broker close the connection.
+        """
+        with self._lock:
+            return self._max_packet_size
 
     def add_listener(self, listener: ConnectionListener) -> Callable[[], None]:
         """Call `listener` on every state change (from paho's thread); returns a function that removes it."""
@@ -238,9 +249,11 @@ class Connection:
             else:
                 log.warning("%s; retrying with back-off", error)
             return
+        limit = getattr(properties, "MaximumPacketSize", None) if properties is not None else None
         with self._lock:
             self.connects += 1
             self._connack_reason = reason
+            self._max_packet_size = int(limit) if limit is not None else None
         if not self._hook_connack(client, flags.session_present):
             self._now_connected()
 

@@ -59,6 +59,26 @@ def test_mqtt_client_when_broker_is_plain_connects_and_state_is_connected(start_
     ], "listeners see every state change in order"
 
 
+def test_mqtt_client_when_the_broker_limits_packet_size_says_the_limit_from_its_connack(
+    start_broker: BrokerFactory,
+) -> None:
+    # given a broker that takes packets of at most 65,536 bytes, and one without a limit
+    limited = start_broker(extra_config="max_packet_size 65536\n")
+    unlimited = start_broker()
+
+    # when clients connect over MQTT v5 and 3.1.1
+    before = MqttClient(limited.settings())
+    with MqttClient(limited.settings()) as v5, MqttClient(unlimited.settings()) as no_limit:
+        seen = v5.max_packet_size, no_limit.max_packet_size
+    with MqttClient(limited.settings(protocol=MqttProtocol.V311)) as v311:
+        old_protocol = v311.max_packet_size
+
+    # then
+    assert before.max_packet_size is None, "nothing is known before the first CONNACK"
+    assert seen == (65536, None), "the CONNACK's Maximum Packet Size, None where the broker sets none"
+    assert old_protocol is None, "MQTT 3.1.1 has no CONNACK properties"
+
+
 def test_mqtt_client_when_tls_client_certificate_is_given_connects_and_publishes(
     start_broker: BrokerFactory, topic_prefix: str
 ) -> None:
