@@ -68,14 +68,8 @@ class SplitCandidate:
     def name(self) -> str:
         """The mode's name for people and status events: split@<the largest crossing tensor>, and how
         many smaller ones travel with it."""
-        measured = self.measured
-        sizes = [
-            int(np.prod(shape)) * np.dtype(dtype).itemsize
-            for shape, dtype in zip(measured.shapes, measured.dtypes, strict=True)
-        ]
-        largest = measured.cut.tensors[int(np.argmax(sizes))]
-        others = len(sizes) - 1
-        return f"split@{largest}" + (f"+{others}" if others else "")
+        others = len(self.measured.cut.tensors) - 1
+        return f"split@{_largest(self.measured)}" + (f"+{others}" if others else "")
 
 
 def split_model_of(config: PipelineConfig, cache: EngineCache) -> SplitModel:
@@ -109,11 +103,13 @@ def split_candidates(split: SplitModel, wanted: Sequence[str] | None = None) -> 
     if wanted is None:
         chosen = useful_cuts(measured, sum(array.nbytes for array in feed.values()))
     else:
-        by_tensor = {m.cut.tensors[0]: m for m in measured if len(m.cut.tensors) == 1}
+        by_tensor: dict[str, MeasuredCut] = {}
+        for m in measured:  # a cut is named by its largest tensor; the first cut that sends it
+            by_tensor.setdefault(_largest(m), m)
         missing = [name for name in wanted if name not in by_tensor]
         if missing:
             raise ConfigError(
-                f"offload cuts: {', '.join(missing)} is not a tensor the model can be cut at alone "
+                f"offload cuts: {', '.join(missing)} is not a tensor the model can be cut at "
                 f"(`edge-sdk offload plan` lists the cuts)"
             )
         chosen = [by_tensor[name] for name in wanted]
@@ -133,19 +129,28 @@ def prepare_split(
         gate = GateData(shipped_frames, split.config.preprocess.model_copy(update={"fold": False}), split.input.name)
         return prepare_engine(path, profile, precision, cache, gate=gate)
 
-    def head_outputs(count: int) -> list[dict[str, np.ndarray]]:
-        import onnxruntime
-
-        session = onnxruntime.InferenceSession(head.SerializeToString(), providers=["CPUExecutionProvider"])
-        names = list(candidate.measured.cut.tensors)
-        samples = []
-        for frame in scene_frames(count):
-            values = session.run(names, sample_feed(split, frame))
-            samples.append(dict(zip(names, values, strict=True)))
-        return samples
-
-    gate = GateData(shipped_frames, model_samples=head_outputs)
+    gate = GateData(shipped_frames, model_samples=lambda count: head_outputs(split, candidate, scene_frames(count)))
     return prepare_engine(path, profile, precision, cache, gate=gate)
+
+
+def head_outputs(
+    split: SplitModel, candidate: SplitCandidate, frames: Sequence[np.ndarray]
+) -> list[dict[str, np.ndarray]]:
+    """What the FP32 head sends for each frame (onnxruntime's CPU provider): a tail's sample input."""
+    import onnxruntime
+
+    head, _tail = split_model(split.graph, candidate.measured)
+    session = onnxruntime.InferenceSession(head.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = list(candidate.measured.cut.tensors)
+    return [dict(zip(names, session.run(names, sample_feed(split, frame)), strict=True)) for frame in frames]
+
+
+def _largest(measured: MeasuredCut) -> str:
+    sizes = [
+        int(np.prod(shape)) * np.dtype(dtype).itemsize
+        for shape, dtype in zip(measured.shapes, measured.dtypes, strict=True)
+    ]
+    return measured.cut.tensors[int(np.argmax(sizes))]
 
 
 def _float_precision(config: PipelineConfig, profile: DeviceProfile) -> Precision:

@@ -17,6 +17,7 @@ from edge_sdk.pipeline.config import load_pipeline
 from .cli import offload
 from .protocol import DEFAULT_GROUP
 from .worker import OffloadWorker, WorkerSettings
+from .worker_tails import SplitTails
 
 _DEFAULTS = WorkerSettings(worker_id="defaults")
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -109,17 +110,21 @@ def worker(
         )
         pipelines = [load_pipeline(path) for path in pipeline_files]
         profile = ctx.profile(profile_name)
-        serving = OffloadWorker(pipelines, profile, broker, settings, ctx.cache)
+        tails = SplitTails(pipelines, profile, ctx.cache, threads)
+        serving = OffloadWorker(pipelines, profile, broker, settings, ctx.cache, tail_builder=tails)
         name = settings.worker_id
         click.echo(f"offload worker {name}: loading {len(pipelines)} model(s) for profile {profile.name}")
         serving.start()
         for key, served in serving.models.items():
             click.echo(f"offload worker {name}: serving {served.name} as model {key}")
+            for part in tails.useful(key):  # built in the background, reported ready in the load report
+                serving.tail_for(key, part)
         click.echo(f"offload worker {name}: ready on {broker.address}, group {settings.group}")
         try:
             stop.wait()
         finally:
             stats = serving.stop()
+            tails.close()
         click.echo(f"offload worker {name}: stopped; {stats.line()}")
     finally:
         for signum, handler in previous.items():

@@ -100,11 +100,14 @@ class ServedModel:
         self._lock = threading.Lock()
 
     def add_tail(self, part: str, runner: TailRunner, warm_up: bool = True) -> None:
-        """Serve `runner` as the tail `part`; warmed up on zeros first when its input shapes are fixed."""
+        """Serve `runner` as the tail `part`; warmed up (and timed) first on its `sample_feed` when it has
+        one, else on zeros when its input shapes are fixed."""
         times = MeanMs()
         shapes = {meta.name: tuple(d for d in meta.shape if isinstance(d, int)) for meta in runner.inputs}
-        if warm_up and all(len(shapes[meta.name]) == len(meta.shape) for meta in runner.inputs):
+        feed: dict[str, np.ndarray] | None = getattr(runner, "sample_feed", None)  # a real input, when it has one
+        if feed is None and all(len(shapes[meta.name]) == len(meta.shape) for meta in runner.inputs):
             feed = {meta.name: np.zeros(shapes[meta.name], meta.dtype) for meta in runner.inputs}
+        if warm_up and feed is not None:
             times.value = _timed_twice(runner, feed)
         with self._lock:
             self._tails[part] = (runner, times)

@@ -20,6 +20,7 @@ import yaml
 from cloud_offload import protocol, tensor_codec
 from cloud_offload.agent import OffloadDispatch
 from cloud_offload.worker import OffloadWorker, WorkerSettings
+from cloud_offload.worker_tails import SplitTails
 from edge_sdk.core.preprocess import frame_feed
 from edge_sdk.core.results import Frame, FrameMeta, Result
 from edge_sdk.core.status import StatusEvent, StatusKind
@@ -327,3 +328,28 @@ def test_escalation_delivers_the_edge_result_first_then_the_cloud_update(
     for index in unsure:
         assert order.index((index, False, "edge")) < order.index((index, True, "cloud")), "the edge result first"
     assert dispatch.stats()["updates"] == len(unsure)
+
+
+SPLIT = "split@FeatureExtractor/MobilenetV2/expanded_conv_6/project/BatchNorm/FusedBatchNorm:0+1"
+
+
+def test_a_split_runs_the_head_here_and_the_tail_on_the_worker(
+    broker: MosquittoBroker, detector: PipelineConfig, cpu_profile: DeviceProfile, cache: EngineCache, edge: Edge
+) -> None:
+    tails = SplitTails([detector], cpu_profile, cache)
+    settings = WorkerSettings(worker_id="w-split", report_interval_s=0.2)
+    with OffloadWorker([detector], cpu_profile, broker.settings(), settings, cache, tail_builder=tails) as worker:
+        key = protocol.model_key(cache.models.load(detector.model.path).sha256, detector.preprocess)
+        for part in tails.useful(key):
+            worker.tail_for(key, part)
+        wait_until(lambda: len(worker.load().models[key].tails_ms) >= 4, 30, "the worker's tails")
+        dispatch = edge(modes=["edge", "split"], cuts=[SPLIT.removeprefix("split@").removesuffix("+1")], fixed=SPLIT)
+        wait_until(lambda: SPLIT in dispatch._expected(time.monotonic()), 5, "the split to be available")
+        results = stream(dispatch, 16)
+        exactly_once(results, 16)
+        assert where(results).count(SPLIT) >= 14, where(results)
+        for meta, result, _seconds in results:
+            if result.computed_at == SPLIT:  # head here + tail there = the whole model, the tensors at fp16
+                [here] = dispatch.local([Frame(meta, FRAMES[meta.index % len(FRAMES)])])
+                assert len(result.detections) == len(here.detections)
+    tails.close()
