@@ -115,6 +115,11 @@ class OffloadSettings(BaseModel):
     )
     back_off_s: float = Field(2.0, gt=0, description="How long remote modes rest after those misses.")
     hysteresis: HysteresisSettings = Field(default_factory=HysteresisSettings)
+    fixed: str | None = Field(
+        None,
+        description="Always this mode (edge, cloud or split@<tensor> as `offload plan` names it) instead of "
+        "deciding: for benchmarks and debugging. Frames still fall back to the edge as in any mode.",
+    )
 
     @model_validator(mode="after")
     def _escalation_named(self) -> OffloadSettings:
