@@ -25,4 +25,24 @@ def render_snapshot(snapshot: RuntimeSnapshot) -> Group:
     for name, states in snapshot.rings.items():
         rings.add_row(name, *(str(states.get(k, 0)) for k in columns))
     latency = f"latency (recent frames): p50 {snapshot.latency_p50_ms:.1f} ms, p99 {snapshot.latency_p99_ms:.1f} ms"
-    return Group(stages, rings, latency)
+    offloading = [stage for stage in snapshot.stages if stage.offload]
+    if not offloading:
+        return Group(stages, rings, latency)
+    offload = Table("stage", "mode", "computed", "link", "rtt", "cloud", "fallbacks", "late", title="offload")
+    for stage in offloading:
+        counters = stage.offload or {}
+        offload.add_row(
+            stage.name,
+            str(counters.get("mode", "-")),
+            _counts(counters.get("computed", {})),
+            f"{counters['bandwidth_mbps']:.1f} Mbit/s" if counters.get("bandwidth_mbps") else "-",
+            f"{counters['rtt_ms']:.0f} ms" if counters.get("rtt_ms") else "-",
+            ", ".join(f"{name} {ms:.0f} ms" for name, ms in counters.get("cloud_ms", {}).items()) or "-",
+            _counts(counters.get("fallbacks", {})),
+            str(counters.get("late_answers", 0)),
+        )
+    return Group(stages, rings, latency, offload)
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{name} {count}" for name, count in counts.items()) or "-"

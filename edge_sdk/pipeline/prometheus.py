@@ -56,6 +56,28 @@ class PrometheusExporter:
         self._latency = prom.Gauge(
             "edge_sdk_latency_ms", "Capture-to-result latency over recent frames", ["quantile"], registry=self.registry
         )
+        self._offload_frames = prom.Gauge(
+            "edge_sdk_offload_frames",
+            "Frames an inference stage's offload agent had computed, by where (edge, cloud, split@...)",
+            ["stage", "computed_at"],
+            registry=self.registry,
+        )
+        self._offload_fallbacks = prom.Gauge(
+            "edge_sdk_offload_fallbacks",
+            "Frames sent away and computed on the edge after all, by reason",
+            ["stage", "reason"],
+            registry=self.registry,
+        )
+        self._offload_link = prom.Gauge(
+            "edge_sdk_offload_link", "The offload agent's link estimate", ["stage", "quantity"], registry=self.registry
+        )
+        self._offload_cloud_ms = prom.Gauge(
+            "edge_sdk_offload_cloud_ms", "Workers' compute time per mode", ["stage", "mode"], registry=self.registry
+        )
+        self._offload_late = prom.Gauge(
+            "edge_sdk_offload_late_answers", "Answers that came after their frame's deadline", ["stage"],
+            registry=self.registry,
+        )  # fmt: skip
         self._server: Any
         try:
             self._server, self._thread = prom.start_http_server(port, addr=address, registry=self.registry)
@@ -69,6 +91,8 @@ class PrometheusExporter:
             self._stage_busy.labels(stage.name).set(stage.busy)
             self._stage_frames.labels(stage.name).set(stage.frames)
             self._restarts.labels(stage.name).set(stage.restarts)
+            if stage.offload:
+                self._update_offload(stage.name, stage.offload)
         for source, states in snapshot.rings.items():
             self._dropped.labels(source).set(states.get("dropped", 0))
             for state, count in states.items():
@@ -76,6 +100,18 @@ class PrometheusExporter:
                     self._slots.labels(source, state).set(count)
         self._latency.labels("0.5").set(snapshot.latency_p50_ms)
         self._latency.labels("0.99").set(snapshot.latency_p99_ms)
+
+    def _update_offload(self, stage: str, counters: dict[str, Any]) -> None:
+        for where, count in counters.get("computed", {}).items():
+            self._offload_frames.labels(stage, where).set(count)
+        for reason, count in counters.get("fallbacks", {}).items():
+            self._offload_fallbacks.labels(stage, reason).set(count)
+        for quantity, key in (("bandwidth_mbps", "bandwidth_mbps"), ("rtt_ms", "rtt_ms")):
+            if counters.get(key) is not None:
+                self._offload_link.labels(stage, quantity).set(counters[key])
+        for mode, ms in counters.get("cloud_ms", {}).items():
+            self._offload_cloud_ms.labels(stage, mode).set(ms)
+        self._offload_late.labels(stage).set(counters.get("late_answers", 0))
 
     def close(self) -> None:
         self._server.shutdown()

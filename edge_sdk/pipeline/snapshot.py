@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,6 +30,9 @@ class StageView:
     """Fraction of wall time spent working over the last report interval."""
     dropped: int = 0
     state: str = "starting"
+    offload: dict[str, Any] | None = None
+    """An inference stage's dispatch counters when the pipeline offloads (cloud_offload's agent):
+    mode, frames per place computed, fallbacks, link estimate, cloud times."""
     _last: tuple[float, int, float, int] | None = None
     """(when, frames, busy seconds, pid) of the previous report."""
     _earlier_frames: int = 0
@@ -47,6 +50,7 @@ class StageView:
         self._last = (now, report.frames, report.busy_seconds, report.pid)
         self.frames = self._earlier_frames + report.frames
         self.pid, self.dropped, self.state = report.pid, report.dropped, "running"
+        self.offload = report.extra.get("dispatch") or None
 
 
 @dataclass

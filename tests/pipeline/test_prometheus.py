@@ -54,3 +54,42 @@ def test_prometheus_exporter_when_port_is_free_serves_and_closes() -> None:
 def test_listen_error_when_the_socket_fails_says_why_in_one_line(error: OSError, fragment: str) -> None:
     message = listen_error(80, "127.0.0.1", error)
     assert message.startswith("prometheus: ") and fragment in message and "\n" not in message, message
+
+
+OFFLOAD = {
+    "mode": "cloud",
+    "computed": {"edge": 12, "cloud": 30},
+    "fallbacks": {"deadline": 2},
+    "late_answers": 1,
+    "bandwidth_mbps": 19.5,
+    "rtt_ms": 21.0,
+    "cloud_ms": {"cloud": 14.2},
+}
+
+
+def test_an_offloading_stage_shows_its_mode_share_link_and_cloud_time_in_metrics_and_stats() -> None:
+    import urllib.request
+
+    from rich.console import Console
+
+    from edge_sdk.cli.stats_view import render_snapshot
+    from edge_sdk.pipeline.snapshot import RuntimeSnapshot, StageView
+
+    stage = StageView("inference:0", "inference", pid=1, frames=42, state="running", offload=OFFLOAD)
+    snapshot = RuntimeSnapshot([stage], {}, 10.0, 20.0, 5.0)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    exporter = PrometheusExporter(port, "127.0.0.1")
+    try:
+        exporter.update(snapshot)
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    finally:
+        exporter.close()
+    assert 'edge_sdk_offload_frames{computed_at="cloud",stage="inference:0"} 30.0' in metrics
+    assert 'edge_sdk_offload_fallbacks{reason="deadline",stage="inference:0"} 2.0' in metrics
+    assert 'edge_sdk_offload_link{quantity="bandwidth_mbps",stage="inference:0"} 19.5' in metrics
+    console = Console(width=160, record=True)
+    console.print(render_snapshot(snapshot))
+    text = console.export_text()
+    assert "edge 12, cloud 30" in text and "19.5 Mbit/s" in text and "cloud 14 ms" in text and "deadline 2" in text
