@@ -178,7 +178,7 @@ class OffloadDispatch:
         with self._lock:
             away = len(self._away)
         return {
-            "mode": self.decision.mode,
+            "mode": self.settings.fixed or self.decision.mode,
             "computed": {k.removeprefix("at:"): v for k, v in counts.items() if k.startswith("at:")},
             "fallbacks": {k.removeprefix("fallback:"): v for k, v in counts.items() if k.startswith("fallback:")},
             "late_answers": counts["late"],
