@@ -1,4 +1,4 @@
-"""Make the fleet's CA, the broker's certificate, and one certificate per device and operator.
+"""Make the fleet's CA, the broker's certificate, and one certificate per device, operator and offload worker.
 
     python deploy/mosquitto/make_certs.py OUT --broker-host mqtt.example.com --device cam-001 --operator operator
 
@@ -7,6 +7,7 @@ Writes into OUT:
     broker.pem, broker.key      the broker's certificate for --broker-host / --broker-ip names
     devices/<id>.pem, .key      one per --device: the common name is the device id (its MQTT user name)
     operators/<id>.pem, .key    one per --operator (list each in the broker's acl as "user <id>")
+    workers/<id>.pem, .key      one per --worker, a cloud offload worker (list each in the acl as "user <id>")
 Run it again with more --device options to add devices to the same fleet. Existing certificates
 are kept unless --force is given. Needs the `cryptography` package (a dependency of edge-sdk).
 """
@@ -29,16 +30,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--broker-ip", action="append", default=[], help="IP address clients dial (repeatable)")
     parser.add_argument("--device", action="append", default=[], help="device id (repeatable)")
     parser.add_argument("--operator", action="append", default=[], help="operator identity (repeatable)")
+    parser.add_argument("--worker", action="append", default=[], help="cloud offload worker identity (repeatable)")
     parser.add_argument("--days", type=int, default=825, help="validity of the broker, device, operator certificates")
     parser.add_argument("--ca-days", type=int, default=3650, help="validity of a new CA")
     parser.add_argument("--force", action="store_true", help="replace certificates that exist already")
     args = parser.parse_args(argv)
     try:
-        for name in [*args.device, *args.operator]:
+        roles = [set(args.device), set(args.operator), set(args.worker)]
+        for name in set().union(*roles):
             check_identity(name)
-        clash = set(args.device) & set(args.operator)
+        clash = (roles[0] & roles[1]) | (roles[0] & roles[2]) | (roles[1] & roles[2])
         if clash:
-            raise ConfigError(f"expected device and operator names to differ, got both for {sorted(clash)}")
+            raise ConfigError(f"expected device, operator and worker names to differ, got {sorted(clash)} in two roles")
         made = issue(args)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -69,7 +72,7 @@ def issue(args: argparse.Namespace) -> list[str]:
     if (args.broker_host or args.broker_ip) and wanted(out / "broker.pem"):
         ca.issue_server(out / "broker.pem", out / "broker.key", args.broker_host, args.broker_ip, args.days)
         made.append(f"made    {out / 'broker.pem'} for {', '.join([*args.broker_host, *args.broker_ip])}")
-    for folder, names in (("devices", args.device), ("operators", args.operator)):
+    for folder, names in (("devices", args.device), ("operators", args.operator), ("workers", args.worker)):
         for name in names:
             cert_file = out / folder / f"{name}.pem"
             if wanted(cert_file):

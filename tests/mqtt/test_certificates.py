@@ -80,7 +80,7 @@ def test_make_certs_when_run_twice_keeps_the_ca_and_adds_devices(tmp_path: Path,
     first_ca = (out / "ca.pem").read_bytes()
 
     # when
-    code = make_certs.main([str(out), "--device", "cam-2"])
+    code = make_certs.main([str(out), "--device", "cam-2", "--worker", "worker-1"])
     printed = capsys.readouterr().out
 
     # then
@@ -89,10 +89,21 @@ def test_make_certs_when_run_twice_keeps_the_ca_and_adds_devices(tmp_path: Path,
     assert common_name(out / "devices" / "cam-2.pem") == "cam-2", "the new device gets its certificate"
     assert issuer_of(out / "devices" / "cam-2.pem") == issuer_of(out / "devices" / "cam-1.pem"), "same issuer"
     assert common_name(out / "operators" / "ops.pem") == "ops" and (out / "broker.pem").exists()
+    assert common_name(out / "workers" / "worker-1.pem") == "worker-1", "an offload worker gets its own identity"
+    assert stat.S_IMODE((out / "workers" / "worker-1.key").stat().st_mode) == 0o600
     assert "kept" in printed and "existing CA" in printed, "the run says what it reused"
 
 
-@pytest.mark.parametrize("args", [["--device", "site/cam"], ["--device", "x", "--operator", "x"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--device", "site/cam"],
+        ["--device", "x", "--operator", "x"],
+        ["--device", "x", "--worker", "x"],
+        ["--operator", "x", "--worker", "x"],
+        ["--worker", "w+"],
+    ],
+)
 def test_make_certs_when_a_name_is_unusable_exits_2_and_writes_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture, args: list[str]
 ) -> None:
