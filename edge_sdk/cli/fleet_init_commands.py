@@ -1,7 +1,7 @@
 """`edge-sdk fleet init | manifest`: an example fleet to start from, and a deployment file's artifact facts.
 
-`init` writes certificates, the broker config, the operator's and a device's settings and a first
-deployment (fleet/operator/example_fleet.py); `manifest` computes the artifacts' sizes, SHA-256 and
+`init` writes certificates, the broker config, the operator's, a device's and cloud offload workers'
+settings and a first deployment (fleet/operator/example_fleet.py); `manifest` computes the artifacts' sizes, SHA-256 and
 chunk counts from their files (fleet/operator/manifest_builder.py). docs/fleet.md walks through both.
 """
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from edge_sdk.fleet.operator.example_fleet import DEFAULT_PORT, write_example_fleet
+from edge_sdk.fleet.operator.example_fleet import DEFAULT_PORT, DEFAULT_WORKERS, PIPELINE_NAME, write_example_fleet
 from edge_sdk.fleet.operator.manifest_builder import DEFAULT_VALID_DAYS, update_deployment_file
 
 from .fleet_group import fleet
@@ -21,6 +21,14 @@ from .fleet_group import fleet
 @click.argument("folder", metavar="DIR", type=click.Path(path_type=Path, dir_okay=True, file_okay=False))
 @click.option("--device", default="cam-001", show_default=True, help="The device's id (its certificate's name).")
 @click.option("--operator", default="operator", show_default=True, help="The operator's MQTT identity.")
+@click.option(
+    "--worker",
+    "workers",
+    multiple=True,
+    default=DEFAULT_WORKERS,
+    show_default=True,
+    help="A cloud offload worker's MQTT identity (repeatable): its certificate and worker.yaml.",
+)
 @click.option("--host", default="127.0.0.1", show_default=True, help="The broker's name or IP, as clients dial it.")
 @click.option("--port", default=DEFAULT_PORT, show_default=True, type=click.IntRange(1, 65535), help="Broker port.")
 @click.option(
@@ -29,10 +37,21 @@ from .fleet_group import fleet
     help="ONNX model to deploy (default: the shipped person detector).",
 )
 @click.option("--force", is_flag=True, help="Write into DIR even when it is not empty (its files are replaced).")
-def init(folder: Path, device: str, operator: str, host: str, port: int, model: Path | None, force: bool) -> None:
-    """Write a working example fleet into DIR: CA and certificates, Mosquitto config, operator and agent
-    settings, signing key and a deployment of the demo model."""
-    made = write_example_fleet(folder, device=device, operator=operator, host=host, port=port, model=model, force=force)
+def init(
+    folder: Path,
+    device: str,
+    operator: str,
+    workers: tuple[str, ...],
+    host: str,
+    port: int,
+    model: Path | None,
+    force: bool,
+) -> None:
+    """Write a working example fleet into DIR: CA and certificates, Mosquitto config, operator, agent and
+    offload worker settings, signing key and a deployment of the demo model."""
+    made = write_example_fleet(
+        folder, device=device, operator=operator, workers=workers, host=host, port=port, model=model, force=force
+    )
     click.echo(f"wrote an example fleet in {folder}:")
     for path, what in made.written:
         click.echo(f"  {path.relative_to(folder)}: {what}")
@@ -47,6 +66,9 @@ def init(folder: Path, device: str, operator: str, host: str, port: int, model: 
         "edge-sdk fleet ls --broker operator/operator.yaml",
     ):
         click.echo(f"  {line}")
+    worker = workers[0]
+    click.echo("a cloud offload worker (cloud_offload), once the broker runs, from that folder too:")
+    click.echo(f"  edge-sdk offload worker --broker {worker}/worker.yaml --pipeline release/{PIPELINE_NAME}.yaml")
     click.echo("the whole walk-through, rollouts and rollback included: docs/fleet.md")
 
 

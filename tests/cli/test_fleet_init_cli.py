@@ -15,7 +15,7 @@ import yaml
 from cryptography import x509
 
 from edge_sdk.fleet.device.agent_config import load_agent_config
-from edge_sdk.fleet.operator.broker_config import DEVICE_ACL
+from edge_sdk.fleet.operator.broker_config import DEVICE_ACL, WORKER_ACL
 from edge_sdk.fleet.operator.deployment_file import load_deployment
 from edge_sdk.fleet.wire.broker_file import load_broker_file
 from edge_sdk.fleet.wire.signing import load_private_key, load_public_key
@@ -44,6 +44,7 @@ def test_fleet_init_when_the_folder_is_new_writes_a_fleet_whose_files_the_sdk_an
     keys = sorted(folder.rglob("*.key"))
     assert {k.relative_to(folder).as_posix() for k in keys} == {
         "ca/ca.key", "broker/broker.key", "operator/operator.key", "operator/signing.key", "cam-001/cam-001.key",
+        "worker-1/worker-1.key",
     }  # fmt: skip
     assert all(stat.S_IMODE(k.stat().st_mode) == 0o600 for k in keys)
     # and the agent's and the operator's settings load, pointing at files that exist, on the chosen port
@@ -53,6 +54,13 @@ def test_fleet_init_when_the_folder_is_new_writes_a_fleet_whose_files_the_sdk_an
     operator = load_broker_file(folder / "operator" / "operator.yaml")
     assert operator.port == 18883 and operator.tls is not None and operator.tls.key_file is not None
     assert operator.tls.key_file.is_file()
+    # and the offload worker's broker file loads, with its own certificate, on the chosen port
+    worker = load_broker_file(folder / "worker-1" / "worker.yaml")
+    assert worker.port == 18883 and worker.client_id == "worker-1" and worker.tls is not None
+    assert worker.tls.cert_file is not None and worker.tls.cert_file.is_file()
+    worker_cert = x509.load_pem_x509_certificate(worker.tls.cert_file.read_bytes())
+    assert worker_cert.subject.rfc4514_string() == "CN=worker-1"
+    assert "edge-sdk offload worker --broker worker-1/worker.yaml" in out
     # and the device trusts the operator's signing key
     signing = load_private_key(folder / "operator" / "signing.key").public_key()
     trusted = load_public_key(agent.trusted_keys_dir / "signing.pub")
@@ -77,13 +85,41 @@ def test_fleet_init_when_the_folder_is_new_writes_a_fleet_whose_files_the_sdk_an
     assert Path(pipeline.model.path).resolve() == (folder / "release" / MODEL.name).resolve()
 
 
-def test_fleet_init_acl_grants_devices_what_the_shipped_acl_grants(edge_sdk: Run, tmp_path: Path) -> None:
+def test_fleet_init_acl_grants_devices_and_workers_what_the_shipped_acl_grants(edge_sdk: Run, tmp_path: Path) -> None:
     code, _, err = edge_sdk("fleet", "init", tmp_path / "fleet")
     assert code == 0, err
     shipped = [line for line in (REPO / "deploy" / "mosquitto" / "acl").read_text().splitlines() if line[:1].isalpha()]
     written = [line for line in (tmp_path / "fleet" / "broker" / "acl").read_text().splitlines() if line[:1].isalpha()]
     assert written == shipped
     assert [line for line in shipped if line.startswith("pattern")] == DEVICE_ACL.splitlines()
+    worker = shipped.index("user worker-1")
+    assert shipped[worker + 1 : worker + 4] == WORKER_ACL.format(worker="worker-1").splitlines()
+
+
+def test_fleet_init_with_several_workers_writes_an_identity_and_acl_block_for_each(
+    edge_sdk: Run, tmp_path: Path
+) -> None:
+    folder = tmp_path / "fleet"
+    code, _, err = edge_sdk("fleet", "init", folder, "--worker", "gpu-a", "--worker", "gpu-b")
+    assert code == 0, err
+    acl = (folder / "broker" / "acl").read_text()
+    for name in ("gpu-a", "gpu-b"):
+        assert load_broker_file(folder / name / "worker.yaml").client_id == name
+        assert stat.S_IMODE((folder / name / f"{name}.key").stat().st_mode) == 0o600
+        assert f"user {name}\n{WORKER_ACL.format(worker=name)}" in acl
+    assert not (folder / "worker-1").exists(), "--worker replaces the default worker"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--worker", "cam-001"], ["--worker", "operator"], ["--worker", "release"], ["--worker", "gpu/1"]],
+)
+def test_fleet_init_when_a_worker_name_clashes_or_is_not_a_topic_level_refuses(
+    edge_sdk: Run, tmp_path: Path, args: list[str]
+) -> None:
+    code, _, err = edge_sdk("fleet", "init", tmp_path / "fleet", *args)
+    assert_one_line_error(code, err, args[1])
+    assert not (tmp_path / "fleet").exists()
 
 
 def test_fleet_init_when_the_folder_holds_files_refuses_unless_force(edge_sdk: Run, tmp_path: Path) -> None:

@@ -2,14 +2,16 @@
 
 They say what deploy/mosquitto/mosquitto.conf and deploy/mosquitto/acl say (TLS only, the client
 certificate's common name is the MQTT user, each device only below edge/<device>/, operators
-everywhere), with the folder's absolute paths, so `mosquitto -c broker/mosquitto.conf` runs from any
-working directory. A test keeps DEVICE_ACL equal to the rules of deploy/mosquitto/acl.
+everywhere, cloud offload workers on the offload topics), with the folder's absolute paths, so
+`mosquitto -c broker/mosquitto.conf` runs from any working directory. A test keeps DEVICE_ACL and
+WORKER_ACL equal to the rules of deploy/mosquitto/acl.
 """
 
 from __future__ import annotations
 
 import getpass
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 DEVICE_ACL = """\
@@ -21,23 +23,42 @@ pattern write edge/%u/reported
 pattern read edge/%u/artifacts/#
 pattern write edge/%u/results/#
 pattern write edge/%u/telemetry/#
+pattern write edge/%u/offload/req/#
+pattern read edge/%u/offload/resp
+pattern read offload/workers/#
 """
 """What a device may use: its presence, commands and answers, desired and reported state, artifact
-chunks, results and telemetry, all below edge/<its certificate's name>/."""
+chunks, results and telemetry, its cloud offload requests and their answers, all below
+edge/<its certificate's name>/; and what every client may read: the offload workers' load reports."""
+
+WORKER_ACL = """\
+topic read edge/+/offload/req/#
+topic write edge/+/offload/resp
+topic write offload/workers/{worker}
+"""
+"""What one cloud offload worker may use, below its `user` line: every device's requests (the rule
+names the topics, not the `$share/<group>/` filter: Mosquitto 2.0 grants every subscription and
+checks "read" at delivery against the message's own topic), every device's response topic, and its
+own load report (cloud_offload/protocol.py has the topics)."""
 
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 
 
-def acl_text(operators: list[str]) -> str:
-    """The ACL file: the device patterns, then every operator allowed everything below edge/."""
+def acl_text(operators: Sequence[str], workers: Sequence[str] = ()) -> str:
+    """The ACL file: the device patterns, every operator allowed everything below edge/, then each
+    offload worker's rules."""
     lines = [
         "# edge_sdk fleet ACL: %u is the common name of the client certificate (use_identity_as_username).",
-        "# Devices: each one only below edge/<its name>/.",
+        "# Devices: each one only below edge/<its name>/; everybody reads the offload workers' load reports.",
         DEVICE_ACL.rstrip("\n"),
         "# Operators: everything below edge/ (one 'user' line and its topic line per operator certificate).",
     ]
     for name in operators:
         lines += [f"user {name}", "topic readwrite edge/#"]
+    if workers:
+        lines.append("# Offload workers: every device's requests and response topics, their own load report.")
+    for name in workers:
+        lines += [f"user {name}", WORKER_ACL.format(worker=name).rstrip("\n")]
     return "\n".join(lines) + "\n"
 
 

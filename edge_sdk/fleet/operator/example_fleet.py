@@ -1,4 +1,4 @@
-"""`fleet init DIR`: a working fleet of one broker, one operator and one device, in one folder.
+"""`fleet init DIR`: a working fleet of one broker, one operator, one device and a cloud offload worker, in one folder.
 
 Each sub-folder is what one machine needs, and is self-contained (its own copy of the CA certificate;
 relative paths in its YAML files start from the file's folder):
@@ -7,6 +7,7 @@ relative paths in its YAML files start from the file's folder):
     broker/     mosquitto.conf, acl, ca.pem, broker.pem, broker.key; data/ and mosquitto.log once it runs
     operator/   operator.yaml (broker settings), operator.pem/.key (TLS), signing.key/.pub (Ed25519)
     <device>/   agent.yaml, <device>.pem/.key, ca.pem, trusted-keys/signing.pub; store/ and engines/ later
+    <worker>/   worker.yaml (broker settings of `edge-sdk offload worker`), <worker>.pem/.key, ca.pem; one per worker
     release/    deployment.yaml, the model, people.yaml (a pipeline on it)
 
 Certificates and keys come from `edge_sdk.mqtt.certificates` (TLS) and `fleet.wire.signing` (the
@@ -18,7 +19,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -41,6 +42,9 @@ DEMO_LABELS = ["person"]
 """The shipped person detector, in a source checkout (the wheel does not carry models/)."""
 DEFAULT_PORT = 8883
 PIPELINE_NAME = "people"
+DEFAULT_WORKERS = ("worker-1",)
+FOLDERS = ("ca", "broker", "operator", "release")
+"""The sub-folders whose names are taken; a device's and each worker's folder is named after it."""
 
 
 @dataclass
@@ -59,18 +63,14 @@ def write_example_fleet(
     *,
     device: str = "cam-001",
     operator: str = "operator",
+    workers: Sequence[str] = DEFAULT_WORKERS,
     host: str = "127.0.0.1",
     port: int = DEFAULT_PORT,
     model: Path | None = None,
     force: bool = False,
 ) -> ExampleFleet:
     """Write the example fleet into `folder` (refused when it holds anything, unless `force`)."""
-    for role, name in (("--device", device), ("--operator", operator)):
-        check_identity(name)
-        if not re.match(IDENTIFIER_PATTERN, name):
-            raise ConfigError(f"{role}: expected letters, digits, '.', '_' and '-' (a device id), got '{name}'")
-    if device == operator:
-        raise ConfigError(f"expected the device and the operator to have different names, got '{device}' for both")
+    _check_names(device, operator, workers)
     model = model or DEMO_MODEL
     if not model.is_file():
         raise ConfigError(f"{model}: no model file here (give --model PATH to an ONNX model)")
@@ -89,14 +89,39 @@ def write_example_fleet(
         fleet.add(folder / "ca" / "ca.pem", "the fleet CA certificate"),
         fleet.add(folder / "ca" / "ca.key", "the CA key (signs every identity; keep it offline)"),
     )
-    _broker(fleet, ca, host, port, operator)
+    _broker(fleet, ca, host, port, operator, workers)
     _operator(fleet, ca, host, port, operator)
     _device(fleet, ca, host, port)
+    for worker in workers:
+        _worker(fleet, ca, host, port, worker)
     _release(fleet, model, guess)
     return fleet
 
 
-def _broker(fleet: ExampleFleet, ca: CertificateAuthority, host: str, port: int, operator: str) -> None:
+def _check_names(device: str, operator: str, workers: Sequence[str]) -> None:
+    """Each identity a valid device id, and no two alike: the ACL tells them apart by name alone."""
+    named = [("--device", device), ("--operator", operator), *(("--worker", worker) for worker in workers)]
+    for role, name in named:
+        check_identity(name)
+        if not re.match(IDENTIFIER_PATTERN, name):
+            raise ConfigError(f"{role}: expected letters, digits, '.', '_' and '-' (a device id), got '{name}'")
+    if device == operator:
+        raise ConfigError(f"expected the device and the operator to have different names, got '{device}' for both")
+    for role, name in named:
+        if role != "--operator" and name in FOLDERS:
+            raise ConfigError(f"{role}: '{name}' is the name of another folder of the fleet ({', '.join(FOLDERS)})")
+    seen: dict[str, str] = {}
+    for role, name in named:
+        if name in seen:
+            raise ConfigError(
+                f"{role}: '{name}' is the {seen[name].removeprefix('--')}'s name already; give each its own"
+            )
+        seen[name] = role
+
+
+def _broker(
+    fleet: ExampleFleet, ca: CertificateAuthority, host: str, port: int, operator: str, workers: Sequence[str]
+) -> None:
     folder = fleet.folder / "broker"
     ips = [host] if _is_ip(host) else ["127.0.0.1"] if host == "localhost" else []
     names = ["localhost"] if host in ("127.0.0.1", "localhost") else [] if _is_ip(host) else [host]
@@ -104,9 +129,10 @@ def _broker(fleet: ExampleFleet, ca: CertificateAuthority, host: str, port: int,
     fleet.add(folder / "broker.pem", f"the broker's certificate for {', '.join([*names, *ips])}")
     fleet.add(folder / "broker.key", "its key")
     _copy_ca(fleet, folder)
-    _text(
-        fleet, folder / "acl", acl_text([operator]), f"the ACL: each device only below edge/<device>/, {operator} all"
+    rules = f"each device only below edge/<device>/, {operator} all" + (
+        ", workers the offload topics" if workers else ""
     )
+    _text(fleet, folder / "acl", acl_text([operator], workers), f"the ACL: {rules}")
     (folder / "data").mkdir(exist_ok=True)
     _text(fleet, folder / "mosquitto.conf", mosquitto_config(folder, host, port), f"Mosquitto: TLS on port {port}")
 
@@ -162,6 +188,24 @@ def _device(fleet: ExampleFleet, ca: CertificateAuthority, host: str, port: int)
         },
     }
     _yaml(fleet, folder / "agent.yaml", config, "the agent's config (profile: null detects the host)")
+
+
+def _worker(fleet: ExampleFleet, ca: CertificateAuthority, host: str, port: int, worker: str) -> None:
+    folder = fleet.folder / worker
+    ca.issue_client(worker, folder / f"{worker}.pem", folder / f"{worker}.key")
+    fleet.add(folder / f"{worker}.pem", f"a cloud offload worker's TLS certificate (MQTT user '{worker}')")
+    fleet.add(folder / f"{worker}.key", "its key")
+    _copy_ca(fleet, folder)
+    settings = {
+        "host": host,
+        "port": port,
+        "client_id": worker,
+        "connect_timeout_s": 10,
+        "keepalive_s": 30,
+        "tls": {"ca_file": "ca.pem", "cert_file": f"{worker}.pem", "key_file": f"{worker}.key"},
+        "reconnect": {"min_delay_s": 0.5, "max_delay_s": 10},
+    }
+    _yaml(fleet, folder / "worker.yaml", settings, "broker settings for `edge-sdk offload worker --broker`")
 
 
 def _release(fleet: ExampleFleet, model: Path, guess: ModelGuess) -> None:
