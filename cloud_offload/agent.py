@@ -58,7 +58,6 @@ from .protocol import (
     request_topic,
 )
 from .remote_link import Answer, RemoteLink
-from .split_engines import prepare_split, split_candidates, split_model_of
 
 log = logging.getLogger(__name__)
 
@@ -460,6 +459,8 @@ class OffloadDispatch:
         return CloudMode(self.settings.image, max_side, sample, down_bytes)
 
     def _add_splits(self, context: DispatchContext, cache: EngineCache, sample: np.ndarray, down_bytes: float) -> None:
+        from .split_engines import prepare_split, split_candidates, split_model_of  # onnx: only when splitting
+
         split = split_model_of(context.config, cache)
         wanted = None if self.settings.cuts == "auto" else self.settings.cuts
         outputs = {value.name for value in split.graph.graph.output}

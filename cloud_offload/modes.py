@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -20,7 +21,9 @@ from .config import ImageSettings, TensorSettings
 from .cost_model import CLOUD, EDGE, ModeCost
 from .frame_codec import encode_frame
 from .protocol import IMAGE_TENSOR, WHOLE
-from .split_engines import SplitCandidate, SplitModel
+
+if TYPE_CHECKING:  # the graph tools (onnx) load only for a pipeline that splits
+    from .split_engines import SplitCandidate, SplitModel
 
 MEAN_WEIGHT = 0.2
 """Weight of the newest sample in a mode's running means."""

@@ -1,0 +1,109 @@
+"""`edge-sdk run` of a pipeline with an `offload:` section, in the multi-process runtime, against a
+worker process that is SIGKILLed mid-stream: every frame still gets exactly one result."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+
+from edge_sdk.engines.cache import EngineCache
+from edge_sdk.mqtt import MqttClient
+from edge_sdk.pipeline.config import PipelineConfig
+from edge_sdk.pipeline.engine_setup import prepare_models
+from edge_sdk.profiles import DeviceProfile
+from tests.support.clients import Inbox
+from tests.support.waits import wait_until
+from tools.harness.broker import BrokerFactory
+
+pytestmark = pytest.mark.slow
+
+FRAMES = 150
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_worker_killed_mid_stream_loses_no_frame(
+    start_broker: BrokerFactory, tmp_path: Path, demo_model: Path, cpu_profile: DeviceProfile
+) -> None:
+    broker = start_broker()
+    (tmp_path / "broker.yaml").write_text(yaml.safe_dump({"host": broker.host, "port": broker.port}))
+    served = {
+        "name": "detector",
+        "model": {"path": str(demo_model)},
+        "preprocess": {"resize": [300, 300], "color": "rgb", "layout": "nhwc", "dtype": "uint8"},
+        "sources": [{"uri": f"synthetic://?frames={FRAMES}&size=320x240", "name": "cam"}],
+        "postprocess": {"type": "ssd", "labels": ["person"]},
+    }
+    (tmp_path / "served.yaml").write_text(yaml.safe_dump(served))
+    pipeline = {
+        **served,
+        "sinks": [{"type": "jsonl", "path": "results.jsonl"}],
+        "offload": {
+            "broker": "broker.yaml",
+            "device": "cam1",
+            "modes": ["edge", "cloud"],
+            "fixed": "cloud",
+            "deadline_ms": 400,
+        },
+    }
+    (tmp_path / "pipeline.yaml").write_text(yaml.safe_dump(pipeline))
+    cache = EngineCache(tmp_path / "engines")
+    prepare_models(PipelineConfig.model_validate(served), cpu_profile, cache)  # built once, loaded by both
+    env = {**os.environ, "EDGE_SDK_CACHE_DIR": str(cache.root)}
+    edge_sdk = [str(Path(sys.executable).parent / "edge-sdk")]
+    worker = subprocess.Popen(
+        [*edge_sdk, "offload", "worker", "--broker", "broker.yaml", "--pipeline", "served.yaml", "--id", "w1"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        wait_until(lambda: worker.poll() is not None or _ready(worker), 60, "the worker to be ready")
+        run = subprocess.Popen(
+            [*edge_sdk, "run", "pipeline.yaml"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        results = tmp_path / "results.jsonl"
+        counters = Inbox()  # the agents' offload counters, about every second
+        with MqttClient(broker.settings(client_id="watcher")) as watcher:
+            watcher.subscribe("edge/cam1/telemetry/offload", counters)
+            if not _poll(lambda: _offloaded(counters) >= 20 or run.poll() is not None, 60):
+                run.kill()
+                pytest.fail(f"no 20 frames offloaded: {run.communicate()[0]}")
+        worker.send_signal(signal.SIGKILL)
+        output, _ = run.communicate(timeout=60)
+        assert run.returncode == 0, output
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+        worker.wait()
+    rows = [json.loads(line) for line in results.read_text().splitlines()]
+    assert sorted(row["frame"] for row in rows) == list(range(FRAMES)), "every frame once, none lost"
+    where = [row["computed_at"] for row in sorted(rows, key=lambda row: row["frame"])]
+    assert where.count("cloud") >= 20, where
+    assert where[-20:] == ["edge"] * 20, where
+
+
+def _offloaded(counters: Inbox) -> int:
+    return max((json.loads(m.payload).get("computed", {}).get("cloud", 0) for m in counters.messages), default=0)
+
+
+def _poll(condition: Callable[[], bool], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _ready(worker: subprocess.Popen[str]) -> bool:
+    assert worker.stdout is not None
+    line = worker.stdout.readline()
+    return "ready on" in line
