@@ -453,10 +453,7 @@ class OffloadDispatch:
         return len(tensor_codec.encode(tensor_codec.TensorPayload(0, 0.0, outputs), "fp16", "zstd"))
 
     def _cloud_mode(self, config: PipelineConfig, sample: np.ndarray, down_bytes: float) -> CloudMode:
-        resize = config.preprocess.resize
-        sides = [side for side in (resize or ()) if isinstance(side, int)]
-        max_side = max(sides) if sides else max(sample.shape[:2])
-        return CloudMode(self.settings.image, max_side, sample, down_bytes)
+        return CloudMode(self.settings.image, _max_side(self.settings.image.max_side, config), sample, down_bytes)
 
     def _add_splits(self, context: DispatchContext, cache: EngineCache, sample: np.ndarray, down_bytes: float) -> None:
         from .split_engines import prepare_split, split_candidates, split_model_of  # onnx: only when splitting
@@ -486,9 +483,7 @@ class OffloadDispatch:
             if config.model.input is None
             else next(meta for meta in model.inputs if meta.name == config.model.input)
         )
-        resize = config.preprocess.resize
-        sides = [side for side in (resize or ()) if isinstance(side, int)]
-        mode = CloudMode(settings.image, max(sides) if sides else 1024, scene_frames(1)[0], 0.0)
+        mode = CloudMode(settings.image, _max_side(settings.image.max_side, config), scene_frames(1)[0], 0.0)
         preprocess = Preprocessor(config.preprocess.model_copy(update={"fold": False}), model_input)
         return _Escalation(
             model_key(model.sha256, config.preprocess), mode, build_postprocessor(config.postprocess), preprocess
@@ -536,6 +531,14 @@ class _BadAnswer(Exception):
 
 class _WorkerError(Exception):
     pass
+
+
+def _max_side(setting: int | str, config: PipelineConfig) -> int | None:
+    """The longer side a cloud request's frame is shrunk to; None sends it at the camera's size."""
+    if isinstance(setting, int):
+        return setting
+    sides = [side for side in (config.preprocess.resize or ()) if isinstance(side, int)]
+    return max(sides) if setting == "model" and sides else None
 
 
 def _reported_ms(times: ModelTimes, part: str | None) -> float | None:

@@ -15,7 +15,7 @@ DEFAULT_MODES: tuple[Mode, ...] = ("edge", "cloud", "split")
 
 
 class ImageSettings(BaseModel):
-    """How `cloud` mode sends a frame: downscaled to the model input's longer side, then encoded."""
+    """How `cloud` mode sends a frame: as it is or downscaled, then encoded."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -24,6 +24,11 @@ class ImageSettings(BaseModel):
         "auto",
         description="A fixed quality (1-100), or auto: the highest of min..max whose frame the link carries "
         "within one frame interval.",
+    )
+    max_side: int | Literal["frame", "model"] = Field(
+        "frame",
+        description="The frame's longer side as sent: frame keeps the camera's size, model shrinks it to the model "
+        "input's longer side (fewer bytes, but the demo detector then loses boxes to JPEG: docs/offload.md), or pixels.",
     )
     min_quality: int = Field(75, ge=1, le=100, description="The lowest quality auto goes down to.")
     max_quality: int = Field(90, ge=1, le=100, description="The quality auto uses on a fast link.")

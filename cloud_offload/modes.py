@@ -93,13 +93,13 @@ class Request:
 
 
 class CloudMode:
-    """The frame, downscaled to the model input's longer side and encoded; the worker runs it all.
+    """The frame, downscaled to `max_side` (None: as it is) and encoded; the worker runs it all.
 
     With `quality: auto`, the quality is the highest from max_quality down to min_quality (steps of
     5) whose frame the link carries within one frame interval, so the link does not queue frames;
     sizes per quality are scaled from the last frame's."""
 
-    def __init__(self, settings: ImageSettings, max_side: int, sample: np.ndarray, down_bytes: float):
+    def __init__(self, settings: ImageSettings, max_side: int | None, sample: np.ndarray, down_bytes: float):
         self.settings, self.max_side = settings, max_side
         self.quality = settings.max_quality if settings.quality == "auto" else settings.quality
         self._encoded(sample)  # the first encode loads the codec: not a sample of its cost
