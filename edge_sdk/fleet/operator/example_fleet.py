@@ -139,16 +139,12 @@ def _broker(
 
 def _operator(fleet: ExampleFleet, ca: CertificateAuthority, host: str, port: int, operator: str) -> None:
     folder = fleet.folder / "operator"
-    ca.issue_client(operator, folder / f"{operator}.pem", folder / f"{operator}.key")
-    fleet.add(folder / f"{operator}.pem", f"the operator's TLS certificate (MQTT user '{operator}')")
-    fleet.add(folder / f"{operator}.key", "its key")
-    _copy_ca(fleet, folder)
     settings = {
         "host": host,
         "port": port,
         "client_id": operator,
         "connect_timeout_s": 10,
-        "tls": {"ca_file": "ca.pem", "cert_file": f"{operator}.pem", "key_file": f"{operator}.key"},
+        "tls": _identity(fleet, ca, folder, operator, "the operator's"),
     }
     _yaml(fleet, folder / "operator.yaml", settings, "broker settings for the fleet commands (--broker)")
     keys = generate_signing_key(folder, "signing", overwrite=True)
@@ -159,10 +155,7 @@ def _operator(fleet: ExampleFleet, ca: CertificateAuthority, host: str, port: in
 def _device(fleet: ExampleFleet, ca: CertificateAuthority, host: str, port: int) -> None:
     device = fleet.device
     folder = fleet.folder / device
-    ca.issue_client(device, folder / f"{device}.pem", folder / f"{device}.key")
-    fleet.add(folder / f"{device}.pem", f"the device's TLS certificate (MQTT user '{device}')")
-    fleet.add(folder / f"{device}.key", "its key")
-    _copy_ca(fleet, folder)
+    tls = _identity(fleet, ca, folder, device, "the device's")
     trusted = folder / "trusted-keys"
     trusted.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(fleet.folder / "operator" / "signing.pub", trusted / "signing.pub")
@@ -182,7 +175,7 @@ def _device(fleet: ExampleFleet, ca: CertificateAuthority, host: str, port: int)
             "clean_start": False,
             "session_expiry_s": 604800,
             "keepalive_s": 30,
-            "tls": {"ca_file": "ca.pem", "cert_file": f"{device}.pem", "key_file": f"{device}.key"},
+            "tls": tls,
             "reconnect": {"min_delay_s": 0.5, "max_delay_s": 10},
             "spool": {"path": "spool.db", "max_messages": 100000},
         },
@@ -192,20 +185,25 @@ def _device(fleet: ExampleFleet, ca: CertificateAuthority, host: str, port: int)
 
 def _worker(fleet: ExampleFleet, ca: CertificateAuthority, host: str, port: int, worker: str) -> None:
     folder = fleet.folder / worker
-    ca.issue_client(worker, folder / f"{worker}.pem", folder / f"{worker}.key")
-    fleet.add(folder / f"{worker}.pem", f"a cloud offload worker's TLS certificate (MQTT user '{worker}')")
-    fleet.add(folder / f"{worker}.key", "its key")
-    _copy_ca(fleet, folder)
     settings = {
         "host": host,
         "port": port,
         "client_id": worker,
         "connect_timeout_s": 10,
         "keepalive_s": 30,
-        "tls": {"ca_file": "ca.pem", "cert_file": f"{worker}.pem", "key_file": f"{worker}.key"},
+        "tls": _identity(fleet, ca, folder, worker, "a cloud offload worker's"),
         "reconnect": {"min_delay_s": 0.5, "max_delay_s": 10},
     }
     _yaml(fleet, folder / "worker.yaml", settings, "broker settings for `edge-sdk offload worker --broker`")
+
+
+def _identity(fleet: ExampleFleet, ca: CertificateAuthority, folder: Path, name: str, whose: str) -> dict[str, str]:
+    """A client certificate for `name` (its MQTT user) in `folder`, with the CA; its broker file's `tls:`."""
+    ca.issue_client(name, folder / f"{name}.pem", folder / f"{name}.key")
+    fleet.add(folder / f"{name}.pem", f"{whose} TLS certificate (MQTT user '{name}')")
+    fleet.add(folder / f"{name}.key", "its key")
+    _copy_ca(fleet, folder)
+    return {"ca_file": "ca.pem", "cert_file": f"{name}.pem", "key_file": f"{name}.key"}
 
 
 def _release(fleet: ExampleFleet, model: Path, guess: ModelGuess) -> None:
