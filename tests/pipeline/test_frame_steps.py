@@ -91,7 +91,9 @@ def test_inference_worker_sends_each_frames_result_and_no_raw_engine_output(
     claimed = ring.take_ready(WORKER, newest=False, limit=2)
     sender = RecordingSender()
     # when the worker infers them
-    Batcher(WORKER, ("cam",), LocalDispatch(colour_inference(mean_classifier)), sender).infer([(0, info) for info in claimed], [ring])
+    Batcher(WORKER, ("cam",), LocalDispatch(colour_inference(mean_classifier)), sender).infer(
+        [(0, info) for info in claimed], [ring]
+    )
     # then each frame's decoded Result crosses the channel, and no array does
     messages = sender.messages()
     assert [(m.frame.index, m.result.classifications[0].label) for m in messages] == [(0, "red"), (1, "blue")], (
