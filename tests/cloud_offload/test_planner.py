@@ -56,10 +56,11 @@ def one_node_classifier(path: Path) -> Path:
 
 
 def invoke(cache_dir: Path, *args: str) -> tuple[int, str]:
+    """Exit code and stdout (what a script reads; progress and log lines go to stderr)."""
     result = CliRunner().invoke(offload, list(args), obj=CliContext(cache_dir=cache_dir))
     if result.exception and not isinstance(result.exception, SystemExit):
         raise result.exception
-    return result.exit_code, result.output
+    return result.exit_code, result.stdout if result.exit_code == 0 else result.output
 
 
 def test_the_demo_plan_has_the_edge_cloud_and_every_useful_cut(demo_plan: OffloadPlan) -> None:
@@ -147,7 +148,7 @@ def test_a_model_with_no_cut_plans_the_edge_and_the_cloud_and_says_why(cache_dir
         "--format", "json",
     )  # fmt: skip
     assert code == 0, output
-    document = json.loads(output[output.index("{") :])
+    document = json.loads(output)
     assert {row["mode"] for row in document["rows"]} == {"edge", "cloud"}
     assert any("no split" in note and "1 node" in note for note in document["notes"]), document["notes"]
     assert document["best"]["1"] == "edge"
