@@ -1,5 +1,5 @@
-"""How the planner times things and makes what each mode sends: medians after a warm-up, outputs as a
-batch of one, the answer's encoding, and cloud mode's downscaled JPEG frame."""
+"""How the planner times things and what it measures each mode with: medians after a warm-up, outputs
+as a batch of one, the answer's encoding, the sizes cloud mode sends its frame at."""
 
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ from typing import TypeVar
 
 import numpy as np
 
-from edge_sdk.core.errors import ConfigError
-from edge_sdk.core.opencv import import_cv2
 from edge_sdk.core.preprocess import PreprocessSpec
 from edge_sdk.core.tensor_meta import TensorMeta
 
@@ -83,26 +81,9 @@ def max_side(spec: PreprocessSpec, model_input: TensorMeta) -> int | None:
     return max(fixed) if len(fixed) == 2 else None
 
 
-# A stand-in for cloud_offload/frame_codec.py (being written): OpenCV's JPEG, as cloud mode sends it.
-def downscale(frame: np.ndarray, side: int | None) -> np.ndarray:
-    """`frame` with its longer side at most `side` (INTER_AREA), the aspect ratio kept."""
-    longer = max(frame.shape[:2])
-    if side is None or longer <= side:
-        return frame
-    cv2 = import_cv2()
-    scale = side / longer
-    size = (max(1, round(frame.shape[1] * scale)), max(1, round(frame.shape[0] * scale)))
-    return np.asarray(cv2.resize(frame, size, interpolation=cv2.INTER_AREA))
-
-
-def encode_jpeg(frame: np.ndarray, quality: int) -> bytes:
-    cv2 = import_cv2()
-    ok, data = cv2.imencode(".jpg", frame, [cv2.IMWRITE_JPEG_QUALITY, quality])
-    if not ok:
-        raise ConfigError(f"OpenCV could not encode a {frame.shape} frame as JPEG")
-    return bytes(data)
-
-
-def decode_jpeg(data: bytes) -> np.ndarray:
-    cv2 = import_cv2()
-    return np.asarray(cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR))
+def cloud_sides(setting: int | str, model_side: int | None) -> list[int | None]:
+    """The longer sides cloud mode is measured at: what `offload.image.max_side` sends (None: the
+    camera's size), and the model input's longer side too when that differs, so the plan shows what
+    shrinking the frame saves in bytes and costs in accuracy."""
+    chosen = setting if isinstance(setting, int) else (model_side if setting == "model" else None)
+    return list(dict.fromkeys([chosen, model_side]))

@@ -2,8 +2,10 @@
 
 On the frames given, for the edge profile and the cloud profile:
 - `edge`: the pipeline's own engine (prepare_models, as `run` builds it), its feed and inference;
-- `cloud`, at each JPEG quality: the frame downscaled to the model input's longer side and encoded
-  (edge), decoded and run through the whole engine of the cloud profile (worker);
+- `cloud`, at each JPEG quality: the frame at the size the pipeline's `offload.image.max_side` says
+  (default: the camera's), and also shrunk to the model input's longer side when that differs,
+  encoded (edge; frame_codec.py), decoded and run through the whole engine of the cloud profile
+  (worker);
 - `split@<tensor>`, at each tensor precision, for every useful cut (split_engines.split_candidates):
   host preprocessing, the head on the edge profile and the tensors' encoding (edge), their decoding
   and the tail on the cloud profile (worker).
@@ -43,15 +45,15 @@ from edge_sdk.profiles.equivalence_settings import EquivalenceSettings
 from edge_sdk.profiles.model import DeviceProfile
 
 from . import tensor_codec
+from .config import ImageSettings
 from .cost_model import CLOUD, EDGE, ModeCost
+from .frame_codec import decode_frame, encode_frame
 from .offload_plan import OffloadPlan, PlanRow
 from .partition import cut_points
 from .plan_measure import (
     Outputs,
     answered,
-    decode_jpeg,
-    downscale,
-    encode_jpeg,
+    cloud_sides,
     first_item,
     max_side,
     mean_bytes,
@@ -192,10 +194,11 @@ def _edge_row(
 def _cloud_rows(
     context: _Context, config: PipelineConfig, profile: DeviceProfile, cache: EngineCache, qualities: Sequence[int]
 ) -> tuple[list[PlanRow], float]:
-    """A row per JPEG quality, and the whole model's inference time on the cloud profile (ms)."""
+    """A row per image size and quality, and the whole model's inference time on the cloud profile (ms)."""
     models = prepare_models(config, profile, cache)
     feed = frame_feed(models.preprocess, models.engine_input)
-    side = max_side(config.preprocess, context.split.input)
+    image = getattr(config, "offload", None)
+    settings: ImageSettings = image.image if image is not None else ImageSettings()
     rows = []
     with models.primary.open(context.threads) as runner:
 
@@ -203,29 +206,32 @@ def _cloud_rows(
             return first_item(runner.infer({models.input_name: feed(frame)}))
 
         _outputs, whole = context.timed(lambda frame: with_time(infer, frame))
-        for quality in qualities:
+        for side in cloud_sides(settings.max_side, max_side(config.preprocess, context.split.input)):
+            for quality in qualities:
 
-            def once(frame: np.ndarray, quality: int = quality) -> tuple[tuple[Outputs, int, float], float]:
-                started = time.perf_counter()
-                data = encode_jpeg(downscale(frame, side), quality)
-                encoded = time.perf_counter()
-                outputs = infer(decode_jpeg(data))
-                return (outputs, len(data), (encoded - started) * 1000.0), ms_since(encoded)
+                def once(
+                    frame: np.ndarray, quality: int = quality, side: int | None = side
+                ) -> tuple[tuple[Outputs, int, float], float]:
+                    started = time.perf_counter()
+                    data = encode_frame(frame, side, quality, settings.format)
+                    encoded = time.perf_counter()
+                    outputs = infer(decode_frame(data))
+                    return (outputs, len(data), (encoded - started) * 1000.0), ms_since(encoded)
 
-            results, worker_ms = context.timed(once)
-            answers = [answered(outputs) for outputs, _size, _ms in results]
-            accuracy, failures = context.judge([outputs for _size, outputs in answers], f"cloud q{quality}")
-            cost = ModeCost(
-                CLOUD,
-                WHOLE,
-                edge_ms=statistics.median(ms for _o, _size, ms in results),
-                up_bytes=mean_bytes(size for _o, size, _ms in results),
-                down_bytes=mean_bytes(size for size, _outputs in answers),
-                cloud_ms=statistics.median(worker_ms),
-            )
-            refused = f"accuracy: {'; '.join(failures)}" if failures else None
-            detail = {"max_side": side}
-            rows.append(PlanRow(CLOUD, f"jpeg q{quality}", cost, accuracy, refused, detail))
+                results, worker_ms = context.timed(once)
+                variant = f"{settings.format} q{quality}" + ("" if side is None else f" @{side}px")
+                answers = [answered(outputs) for outputs, _size, _ms in results]
+                accuracy, failures = context.judge([outputs for _size, outputs in answers], f"cloud {variant}")
+                cost = ModeCost(
+                    CLOUD,
+                    WHOLE,
+                    edge_ms=statistics.median(ms for _o, _size, ms in results),
+                    up_bytes=mean_bytes(size for _o, size, _ms in results),
+                    down_bytes=mean_bytes(size for size, _outputs in answers),
+                    cloud_ms=statistics.median(worker_ms),
+                )
+                refused = f"accuracy: {'; '.join(failures)}" if failures else None
+                rows.append(PlanRow(CLOUD, variant, cost, accuracy, refused, {"max_side": side}))
     return rows, statistics.median(whole)
 
 

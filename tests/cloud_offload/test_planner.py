@@ -38,7 +38,9 @@ def demo_plan(cache_dir: Path, cpu_profile: DeviceProfile) -> OffloadPlan:
     config = load_pipeline(DEMO)
     # one thread per engine, as the benches pin them: two threads on this 2-core box stall whenever
     # another process runs, and the edge and the worker would be timed under different loads
-    return plan_offload(config, cpu_profile, cpu_profile, EngineCache(cache_dir), scene_frames(FRAMES), threads=1)
+    return plan_offload(
+        config, cpu_profile, cpu_profile, EngineCache(cache_dir), scene_frames(FRAMES), threads=1, warmup=1, repeats=1
+    )
 
 
 def one_node_classifier(path: Path) -> Path:
@@ -66,7 +68,9 @@ def invoke(cache_dir: Path, *args: str) -> tuple[int, str]:
 def test_the_demo_plan_has_the_edge_cloud_and_every_useful_cut(demo_plan: OffloadPlan) -> None:
     modes = [row.mode for row in demo_plan.rows]
     assert modes[0] == "edge" and demo_plan.row("edge").kept
-    assert {row.variant for row in demo_plan.rows if row.mode == "cloud"} == {"jpeg q50", "jpeg q75", "jpeg q90"}
+    # the frame as the pipeline's offload.image sends it (default: the camera's size), and at the model's 300 px
+    cloud = {row.variant for row in demo_plan.rows if row.mode == "cloud"}
+    assert cloud == {f"jpeg q{q}{size}" for q in (50, 75, 90) for size in ("", " @300px")}
     splits = list(dict.fromkeys(mode for mode in modes if mode.startswith("split@")))
     assert len(splits) >= 3, splits
     kept = {row.mode for row in demo_plan.kept if row.mode.startswith("split@")}
@@ -84,6 +88,13 @@ def test_the_cut_after_the_detectors_nms_is_refused_because_its_tail_computes_no
     for row in after_nms:
         assert row.refused and "tail computes almost nothing" in row.refused
         assert row.cost is not None and row.cost.cloud_ms < 0.2 * demo_plan.row("edge").cost.edge_ms  # type: ignore[union-attr]
+
+
+def test_a_frame_shrunk_to_the_model_input_sends_fewer_bytes(demo_plan: OffloadPlan) -> None:
+    for quality in (50, 75, 90):
+        whole, shrunk = demo_plan.row("cloud", f"jpeg q{quality}"), demo_plan.row("cloud", f"jpeg q{quality} @300px")
+        assert whole.cost and shrunk.cost and shrunk.cost.up_bytes < whole.cost.up_bytes
+        assert shrunk.detail["max_side"] == 300 and whole.detail["max_side"] is None
 
 
 def test_a_split_sends_less_at_int8_than_at_fp16_and_keeps_the_boxes(demo_plan: OffloadPlan) -> None:
@@ -158,7 +169,7 @@ def test_the_command_prints_the_table_marks_the_best_and_writes_a_png(cache_dir:
     plot, out = tmp_path / "plan.png", tmp_path / "plan.json"
     code, output = invoke(
         cache_dir, "plan", str(DEMO), "--edge-profile", "x86-cpu", "--cloud-profile", "x86-cpu",
-        "--frames", "2", "--bandwidths", "1,100", "--plot", str(plot), "--out", str(out),
+        "--frames", "2", "--qualities", "75", "--bandwidths", "1,100", "--plot", str(plot), "--out", str(out),
     )  # fmt: skip
     assert code == 0, output
     for header in ("mode", "edge ms", "up KB", "down KB", "cloud ms", "accuracy", "@1 Mbit/s", "@100 Mbit/s"):
