@@ -28,17 +28,18 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
 
 from edge_sdk.backends.calibration.setup import task_spec
-from edge_sdk.backends.int8.accuracy import AccuracyGate, AccuracyReport, compare_outputs
+from edge_sdk.backends.int8.accuracy import AccuracyGate, compare_outputs
 from edge_sdk.core.errors import ConfigError, EdgeSDKError, first_line
 from edge_sdk.core.preprocess import frame_feed
 from edge_sdk.core.progress import report
 from edge_sdk.engines.cache import EngineCache
+from edge_sdk.engines.equivalence import forgiving_one_box
 from edge_sdk.pipeline.config import PipelineConfig
 from edge_sdk.pipeline.engine_setup import prepare_models
 from edge_sdk.profiles.equivalence_settings import EquivalenceSettings
@@ -118,7 +119,7 @@ def plan_offload(
         accuracy = compare_outputs(
             [{n: r[n] for n in shared} for r in reference], [{n: o[n] for n in shared} for o in outputs], task
         )
-        failures = _allowing_one_box(gate, accuracy).failures(accuracy, names=("FP32 CPU", label))
+        failures = forgiving_one_box(gate, accuracy).failures(accuracy, names=("FP32 CPU", label))
         return accuracy.to_dict(), failures
 
     context = _Context(split, frames, reference, judge, threads, warmup, repeats)
@@ -149,17 +150,6 @@ def plan_offload(
         rows=tuple(rows),
         notes=tuple(notes),
     )
-
-
-def _allowing_one_box(gate: AccuracyGate, accuracy: AccuracyReport) -> AccuracyGate:
-    """`gate`, allowing a detector to lose one of the reference's boxes (a few frames hold few, and a box
-    at the threshold can fall either side), as the equivalence gate does; but counted on the reference's
-    boxes alone, so a row that finds 1 of 5 boxes is not let through because it found only one
-    (engines/equivalence.forgiving_one_box takes the fewer of both engines' boxes)."""
-    boxes = accuracy.reference_boxes
-    if accuracy.matched_boxes is None or not boxes:
-        return gate
-    return replace(gate, max_accuracy_drop=max(gate.max_accuracy_drop, 100.0 / boxes * (1 + 1e-9)))
 
 
 def _reference_outputs(split: SplitModel, frames: Sequence[np.ndarray]) -> list[Outputs]:
