@@ -92,9 +92,13 @@ class RemoteLink:
         self.bad_load_reports = 0
 
     def start(self) -> None:
+        """Connect in the background; never raises for the broker: until it answers, frames stay here."""
         self.client.start()
-        self.client.subscribe(response_topic(self.device), self._answer, qos=1)
-        self.client.subscribe(f"{LOAD_ROOT}/+", self._load, qos=1)
+        for topic_filter, handler in ((response_topic(self.device), self._answer), (f"{LOAD_ROOT}/+", self._load)):
+            try:
+                self.client.subscribe(topic_filter, handler, qos=1)
+            except MqttError as error:  # recorded all the same, and sent again on the next connect
+                log.warning("offload: %s; frames stay on the edge until the broker answers", error)
         self._sender.start()
 
     @property

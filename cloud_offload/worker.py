@@ -95,6 +95,9 @@ class OffloadWorker:
         self._threads: list[threading.Thread] = []
         self._stopping = threading.Event()
         self._stopped = False
+        self._builders: list[threading.Thread] = []
+        """Tail builds under way: joined on stop, since a process that exits while one is inside
+        the engine library is aborted by it ("terminate called without an active exception")."""
         self._building: dict[tuple[str, str], str | None] = {}
         """Tails being built (None) or whose build failed (why)."""
         self._lock = threading.Lock()
@@ -141,7 +144,7 @@ class OffloadWorker:
         self._stopping.set()
         for request in self._queue.drain():  # what the drain timeout left: the edge need not wait for it
             self._answer_error(request, "worker stopping", counter="overloaded")
-        for thread in self._threads:
+        for thread in [*self._threads, *self._builders]:
             thread.join(self.settings.drain_timeout_s + 1.0)
         if client is not None:
             try:
@@ -196,7 +199,9 @@ class OffloadWorker:
             if (key, part) in self._building:
                 return None
             self._building[key, part] = None
-        threading.Thread(target=self._build_tail, args=(key, part), name=f"offload-tail-{part}", daemon=True).start()
+        builder = threading.Thread(target=self._build_tail, args=(key, part), name=f"offload-tail-{part}", daemon=True)
+        self._builders.append(builder)
+        builder.start()
         return None
 
     def _build_tail(self, key: str, part: str) -> None:

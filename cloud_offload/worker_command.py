@@ -117,8 +117,12 @@ def worker(
         serving.start()
         for key, served in serving.models.items():
             click.echo(f"offload worker {name}: serving {served.name} as model {key}")
-            for part in tails.useful(key):  # built in the background, reported ready in the load report
-                serving.tail_for(key, part)
+            for part in tails.useful(key):  # the tails an edge picks with cuts: auto, ready before "ready"
+                if stop.is_set():
+                    break
+                tail = tails(key, part)
+                if tail is not None:
+                    serving.add_tail(key, part, tail)
         click.echo(f"offload worker {name}: ready on {broker.address}, group {settings.group}")
         try:
             stop.wait()

@@ -340,10 +340,11 @@ def test_a_split_runs_the_head_here_and_the_tail_on_the_worker(
     settings = WorkerSettings(worker_id="w-split", report_interval_s=0.2)
     with OffloadWorker([detector], cpu_profile, broker.settings(), settings, cache, tail_builder=tails) as worker:
         key = protocol.model_key(cache.models.load(detector.model.path).sha256, detector.preprocess)
-        for part in tails.useful(key):
-            worker.tail_for(key, part)
-        wait_until(lambda: len(worker.load().models[key].tails_ms) >= 4, 30, "the worker's tails")
         dispatch = edge(modes=["edge", "split"], cuts=[SPLIT.removeprefix("split@").removesuffix("+1")], fixed=SPLIT)
+        part = dispatch.modes[SPLIT].part
+        assert part is not None
+        worker.tail_for(key, part)  # built on the worker's first request for it; asked for here at once
+        wait_until(lambda: part in worker.load().models[key].tails_ms, 30, "the worker's tail")
         wait_until(lambda: SPLIT in dispatch._expected(time.monotonic()), 5, "the split to be available")
         results = stream(dispatch, 16)
         exactly_once(results, 16)

@@ -26,7 +26,7 @@ from tools.harness.broker import BrokerFactory
 
 pytestmark = pytest.mark.slow
 
-FRAMES = 150
+FRAMES = 300
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
