@@ -239,22 +239,30 @@ class FrameRing:
                 self._counters[2] += 1
                 self._counters[3] = max(self._counters[3], self._seq[slot])
 
-    def recover(self, owner: int, sent: bool = False) -> tuple[int, int]:
-        """Take back the slots of `owner`, a stage that died: (frames to redo, slots freed).
+    def recover(self, owner: int, sent: bool = False, latest: bool = False, clean: bool = False) -> tuple[int, int]:
+        """Take back the slots of `owner`, a stage that ended: (frames to redo, slots freed).
 
         A frame it was writing is incomplete and freed; a frame it held after capture goes back
-        to READY, unless a frame at least as new was already delivered (then it was delivered).
-        `sent` (the output stage died) also takes back every SENT frame: its message may have
-        been waiting in the dead process's socket."""
+        to READY, unless a frame at least as new was already delivered. For a file (delivered in
+        order) that frame was delivered; for a `latest`-policy source (a live one) it was
+        overtaken, and it is counted as dropped. `sent` (the output stage died) also takes back every SENT frame: its message
+        may have been waiting in the dead process's socket. After a `clean` exit the owner's SENT
+        frames stay SENT: every message it sent is through, and the output stage takes them over."""
         with self.lock:
             held = self._owner == owner
+            if clean:
+                held &= self._state != SlotState.SENT
             if sent:
                 held |= self._state == SlotState.SENT
-            free = held & ((self._state == SlotState.WRITING) | (self._seq <= self._counters[3]))
+            writing = held & (self._state == SlotState.WRITING)
+            overtaken = held & ~writing & (self._seq <= self._counters[3])
+            free = writing | overtaken
             redo = held & ~free
             self._state[free] = SlotState.FREE
             self._state[redo] = SlotState.READY
             self._owner[held] = -1
+            if latest:
+                self._counters[1] += int(overtaken.sum())
             self._counters[5] += int(redo.any())
             return int(redo.sum()), int(free.sum())
 

@@ -23,7 +23,7 @@ from edge_sdk.core.status import StatusCallback, StatusEvent, StatusKind, ignore
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.pipeline.engine_setup import PreparedModels, prepare_models
 from edge_sdk.profiles import DeviceProfile
-from edge_sdk.sources.spec import SourceSpec
+from edge_sdk.sources.spec import BufferPolicy, SourceSpec
 
 from .config import PipelineConfig
 from .control import RunControl
@@ -89,6 +89,8 @@ class PipelineRuntime:
         self._ctx = stage_context()
         self._tally = OutputTally()
         self._rings: list[FrameRing] = []
+        self._latest: list[bool] = []
+        """Per ring: its source's buffer policy is latest (a frame overtaken by a newer one is dropped)."""
         self._stages: list[_Stage] = []
         self._failure: EdgeSDKError | None = None
         self._source_failures: dict[str, str] = {}
@@ -157,6 +159,7 @@ class PipelineRuntime:
             layout = RingLayout(self.config.runtime.ring_slots, height, width)
             ring = FrameRing.create(layout, self._token, index)
             self._rings.append(ring)
+            self._latest.append(slot.policy == BufferPolicy.LATEST)
             handles.append(RingHandle(ring.name, layout, slot.policy, slot.live))
         return handles
 
@@ -264,7 +267,7 @@ class PipelineRuntime:
         code = stage.process.exitcode
         self._receive_reports(0)  # what it said before it died
         cause = self._causes.pop(stage.process.pid, None)
-        redone, freed = self._recover(stage.owner_id, sent=stage.view.kind == "output")
+        redone, freed = self._recover(stage.owner_id, sent=stage.view.kind == "output", clean=code == 0)
         if code == 0 or stopping:
             stage.finished, stage.view.state = True, "done" if code == 0 else f"exit {code}"
             return
@@ -299,11 +302,11 @@ class PipelineRuntime:
         self._emit(StatusEvent(StatusKind.STAGE_FAILED, stage.view.name, message, data={"exit_code": code}))
         self._failure = self._failure or EdgeSDKError(message)
 
-    def _recover(self, owner: int, sent: bool) -> tuple[int, int]:
-        """Give the frames a dead stage held back to the rings: (frames to redo, slots freed)."""
+    def _recover(self, owner: int, sent: bool, clean: bool) -> tuple[int, int]:
+        """Give the frames a stage held when it ended back to the rings: (frames to redo, slots freed)."""
         redone = freed = 0
-        for ring in self._rings:
-            redo, free = ring.recover(owner, sent)
+        for ring, latest in zip(self._rings, self._latest, strict=True):
+            redo, free = ring.recover(owner, sent, latest=latest, clean=clean)
             redone, freed = redone + redo, freed + free
         return redone, freed
 
@@ -386,7 +389,7 @@ class PipelineRuntime:
         }
         for ring in self._rings:
             ring.close()
-        self._rings = []
+        self._rings, self._latest = [], []
         for closeable in (self._reports, self._results, self._control):
             if closeable is not None:
                 closeable.close()

@@ -350,6 +350,31 @@ def test_recover_when_a_held_frame_is_no_newer_than_one_delivered_frees_it_inste
     assert _state(ring, old.slot) == SlotState.FREE and _state(ring, new.slot) == SlotState.READY
 
 
+def test_recover_when_a_live_frame_was_overtaken_frees_it_and_counts_it_dropped(ring: FrameRing) -> None:
+    # given a worker of a live source holding seq 0 while seq 1 (another worker's) was delivered
+    for seq in range(2):
+        _write(ring, seq)
+    old, newer = ring.take_ready(WORKER, newest=False, limit=2)
+    ring.release(newer.slot, delivered=True)
+    # when the worker dies
+    assert ring.recover(WORKER, latest=True) == (0, 1)
+    # then the overtaken frame was never delivered: it is counted, not lost
+    assert ring.dropped == 1 and ring.delivered == 1
+    assert _state(ring, old.slot) == SlotState.FREE
+
+
+def test_recover_after_a_clean_exit_leaves_the_owners_sent_frames_to_the_output_stage(ring: FrameRing) -> None:
+    # given a worker that sent seq 0 (its message is in the output stage's socket) and exited cleanly
+    _write(ring, 0)
+    (info,) = ring.take_ready(WORKER, newest=False, limit=1)
+    assert ring.mark_sent(info.slot, 0, WORKER)
+    # when the runtime recovers the worker's slots
+    assert ring.recover(WORKER, clean=True) == (0, 0)
+    # then the output stage can still take the frame over and deliver it (it is not redone)
+    assert _state(ring, info.slot) == SlotState.SENT
+    assert ring.take_over(info.slot, 0, WORKER, OUTPUT)
+
+
 # -- attach, another process, and the segment's lifetime --------------------------------------------
 
 
