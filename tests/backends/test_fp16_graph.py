@@ -150,6 +150,25 @@ def test_convert_to_fp16_keeps_a_loop_float32_and_feeds_its_outer_reads_float32(
     np.testing.assert_allclose(session.run(None, {"x": x})[0], x + 3 * 2 * x)
 
 
+def test_convert_to_fp16_keeps_an_input_passed_straight_to_an_output(tmp_path: Path) -> None:
+    # given a split's tail: one cut tensor is computed on, another goes straight through
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["features"], ["scores"])],
+        "tail",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 4]) for n in ("features", "boxes")],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 4]) for n in ("boxes", "scores")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    # when converted
+    half, _facts = convert_to_fp16(model)
+    # then it loads (the tool alone defined "boxes" twice), keeps its outputs in order and computes the same
+    assert [o.name for o in half.graph.output] == ["boxes", "scores"]
+    session = onnxruntime.InferenceSession(half.SerializeToString(), providers=["CPUExecutionProvider"])
+    feed = {"features": np.array([[-1, 2, -3, 4]], np.float32), "boxes": np.arange(4, dtype=np.float32)[None]}
+    boxes, scores = session.run(None, feed)
+    assert np.array_equal(boxes, feed["boxes"]) and np.array_equal(scores, [[0, 2, 0, 4]])
+
+
 def test_convert_to_fp16_runs_the_shipped_detector_on_the_cpu(demo_model: Path) -> None:
     # Given the shipped detector (TF post-processing with NMS Loops)
     source = onnx.load(str(demo_model))

@@ -45,9 +45,18 @@ def convert_to_fp16(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, 
 
     blocked_ops = set(op_block_list())
     preprocess = [n.name for n in model.graph.node if n.name.startswith(PREPROCESS_PREFIX)]
+    # An input that is also an output (a split's tail passes a cut tensor through) makes the tool
+    # define that name twice; such outputs are left out of the conversion and put back as they were.
+    inputs = {i.name for i in model.graph.input}
+    passed = [(n, o) for n, o in enumerate(model.graph.output) if o.name in inputs]
+    source = copy_model(model)
+    for _n, output in reversed(passed):
+        source.graph.output.remove(next(o for o in source.graph.output if o.name == output.name))
     half = convert_float_to_float16(
-        copy_model(model), keep_io_types=True, op_block_list=sorted(blocked_ops), node_block_list=preprocess
+        source, keep_io_types=True, op_block_list=sorted(blocked_ops), node_block_list=preprocess
     )
+    for n, output in passed:
+        half.graph.output.insert(n, output)
     _float_outer_reads(half, blocked_ops)
     _drop_round_trips(half)
     keep_ir_version(model, half)
