@@ -58,6 +58,16 @@ def test_bandwidth_limits_the_transfer(echo_server: tuple[str, int]) -> None:
     assert seconds >= 0.4, f"500 KB at 1 MB/s takes about 0.5 s, took {seconds:.2f}"
 
 
+@pytest.mark.parametrize("bandwidth_bps", [None, 80e6])
+def test_the_proxy_counts_the_bytes_it_carries_each_way(
+    echo_server: tuple[str, int], bandwidth_bps: float | None
+) -> None:
+    with ThrottlingProxy(echo_server, LinkShape(bandwidth_bps=bandwidth_bps)) as proxy:
+        round_trip(proxy.port, 100_000)
+        round_trip(proxy.port, 20_000)
+        assert (proxy.bytes_up, proxy.bytes_down) == (120_000, 120_000)
+
+
 def test_delay_is_added_each_way(echo_server: tuple[str, int]) -> None:
     with ThrottlingProxy(echo_server, LinkShape(delay_s=0.05)) as proxy:
         seconds = round_trip(proxy.port, 10)

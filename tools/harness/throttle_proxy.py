@@ -4,7 +4,8 @@ Real bytes, real sockets: clients connect to the proxy's port and it forwards to
 broker), each direction through a delay line (added delay and jitter, never reordering bytes) and a
 token bucket shared by every connection in that direction (the link's bandwidth). `stall()` holds
 every byte until `resume()`; `cut()` drops every connection and refuses new ones until `restore()`;
-`follow(schedule)` applies changes at given times from a thread, for benches and tests.
+`follow(schedule)` applies changes at given times from a thread, for benches and tests;
+`bytes_up` and `bytes_down` count what it carried each way.
 
 Test and bench support only: the library never imports it.
 """
@@ -42,12 +43,16 @@ class _TokenBucket:
         self._lock = threading.Lock()
         self._tokens = 0.0
         self._at = time.monotonic()
+        self.carried = 0
+        """Bytes let through so far."""
 
     def take(self, nbytes: int, shape: LinkShape) -> None:
         """Block until `nbytes` may go at the shape's bandwidth (a burst of at most BURST_S is allowed)."""
         while True:
             bandwidth = shape.bandwidth_bps
             if bandwidth is None:
+                with self._lock:
+                    self.carried += nbytes
                 return
             rate = bandwidth / 8
             with self._lock:
@@ -56,6 +61,7 @@ class _TokenBucket:
                 self._at = now
                 if self._tokens >= nbytes:
                     self._tokens -= nbytes
+                    self.carried += nbytes
                     return
                 wait = (nbytes - self._tokens) / rate
             time.sleep(min(wait, 0.01))
@@ -88,6 +94,16 @@ class ThrottlingProxy:
             delay_s if delay_s is not None else self.shape.delay_s,
             jitter_s if jitter_s is not None else self.shape.jitter_s,
         )
+
+    @property
+    def bytes_up(self) -> int:
+        """Bytes carried to the upstream (the broker) so far, over every connection."""
+        return self._buckets[0].carried
+
+    @property
+    def bytes_down(self) -> int:
+        """Bytes carried back to the clients so far."""
+        return self._buckets[1].carried
 
     def stall(self) -> None:
         self._flowing.clear()
