@@ -4,6 +4,7 @@
 #   tools/gpu/suite.sh prepare   here, with PyPI and apt: .gpu/wheels (cp312 wheels) and
 #                                .gpu/mosquitto/mosquitto.tar.xz (Debian's Mosquitto with its libraries;
 #                                unpacked in .gpu/mosquitto-build); `prepare wheels|mosquitto` does one
+#   tools/gpu/suite.sh setup     there: only the setup below (a bench then runs in $SUITE_VENV)
 #   tools/gpu/suite.sh           there, carrying .gpu/wheels, .gpu/mosquitto and .gpu/ort/ort.sha256,
 #                                in the warm session where verify.sh (or install_ort.sh) installed
 #                                onnxruntime-gpu; without it the host's CPU onnxruntime runs the tests.
@@ -38,7 +39,7 @@ lib_dirs() { echo "$1/usr/lib/$multiarch:$1/lib/$multiarch"; }
 mosquitto_tar=$root/.gpu/mosquitto/mosquitto.tar.xz
 
 # Missing on the host: with their dependencies, into .gpu/wheels (install_ort.sh puts these in $HOME/site).
-RUNTIME_WHEELS=("paho-mqtt>=2.0" "cryptography>=42" cffi pycparser annotated-types typing-inspection)
+RUNTIME_WHEELS=("paho-mqtt>=2.0" "cryptography>=42" cffi pycparser annotated-types typing-inspection "zstandard>=0.22")
 # pydantic and the pydantic-core it pins are added by `prepare`.
 # What the GPU benchmarks read and the host lacks: NVML's Python binding (tools/bench/gpu_pipeline.py).
 BENCH_WHEELS=(nvidia-ml-py)
@@ -172,7 +173,20 @@ PY
     printf '%s\n' "#!$vpy" "import sys" "from edge_sdk.cli.entry import main" "if __name__ == '__main__':" \
       "    sys.argv[0] = sys.argv[0].removesuffix('.exe')" "    sys.exit(main())" > "$venv/bin/edge-sdk"
     chmod +x "$venv/bin/edge-sdk"
-    echo "launcher $venv/bin/edge-sdk (hatchling and editables are not both here, or the editable install failed)"
+    # the plugin seams (edge-sdk offload, the offload: section) are found by entry point: declare them
+    "$vpy" - "$purelib" <<'PY'
+import sys, tomllib
+from pathlib import Path
+project = tomllib.load(open("pyproject.toml", "rb"))["project"]
+info = Path(sys.argv[1]) / f"{project['name'].replace('-', '_')}-0+checkout.dist-info"
+info.mkdir(exist_ok=True)
+(info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: 0+checkout\n")
+groups = project.get("entry-points", {})
+(info / "entry_points.txt").write_text(
+    "".join(f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in points.items()) + "\n" for group, points in groups.items())
+)
+PY
+    echo "launcher $venv/bin/edge-sdk and the entry points (hatchling and editables are not both here, or the editable install failed)"
   fi
 
   echo "== mosquitto"
@@ -214,6 +228,7 @@ PY
 } 2>&1 | tee "$OUT/setup.txt"
 vpy=$venv/bin/python  # (the braces ran in a subshell)
 [ -x "$venv/bin/edge-sdk" ] || { echo "setup failed: no $venv/bin/edge-sdk (see $OUT/setup.txt)"; exit 1; }
+[ "${1:-}" = setup ] && exit 0  # the venv, edge-sdk and mosquitto for a bench (tools/gpu/h200_offload.sh)
 
 echo "== pytest ${SUITE_TESTS:-(whole suite)}, log in $OUT/suite.txt"
 started=$(date +%s)
