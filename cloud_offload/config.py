@@ -114,7 +114,9 @@ class OffloadSettings(BaseModel):
     tensors: TensorSettings = Field(default_factory=TensorSettings)
     escalate: EscalateSettings | None = Field(None, description="Required when modes holds escalate.")
     group: str = Field(DEFAULT_GROUP, description="The workers' shared-subscription group.")
-    max_in_flight: int = Field(8, ge=1, description="Frames away at once; further frames are inferred here.")
+    max_in_flight: int = Field(
+        8, ge=1, description="Frames away at once, escalations included; further frames are inferred here."
+    )
     misses_to_back_off: int = Field(
         3, ge=1, description="Deadlines missed in a row before remote modes rest (back_off_s) and frames stay here."
     )

@@ -31,7 +31,8 @@ class FrameDispatch(Protocol):
 
     @property
     def in_flight(self) -> int:
-        """Frames submitted whose final result has not been collected yet."""
+        """Results still owed: frames submitted whose final result has not been collected, and refined
+        results (updates) that may still come; each comes, or is given up, by its deadline."""
         ...
 
     def stats(self) -> dict[str, Any]:

@@ -124,8 +124,9 @@ def run_inline(
                 in_flight[(frame.meta.source, frame.meta.index)] = (frame.image, in_hand_at)
                 dispatch.submit([frame], [0.0])
                 frames += delivered()
-        # Frames sent away come back by their deadline at the latest (the dispatch falls back to this engine).
-        while in_flight:
+        # Frames sent away come back by their deadline at the latest (the dispatch falls back to this
+        # engine); updates of delivered frames (escalation) come or are given up by theirs.
+        while in_flight or dispatch.in_flight:
             frames += delivered(wait_s=0.05)
         seconds = time.perf_counter() - started
         skipped: dict[str, int] = {}

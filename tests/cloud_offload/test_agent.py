@@ -218,7 +218,9 @@ def test_a_cut_link_makes_every_frame_fall_back_within_its_deadline(
     assert where(results)[30:40].count("cloud") >= 8, (" ".join(str(w) for w in where(results)), dispatch.stats())
     assert where(results)[45:] == ["edge"] * 25, where(results)
     slowest = max(seconds for _meta, _result, seconds in results)
-    assert slowest < 0.4 + 2 * EDGE_MS / 1000 + 0.15, f"a frame took {slowest:.3f} s"
+    # the deadline, the fallback's own inference, and scheduling slack for a loaded 2-core machine (the
+    # suite runs on two workers), far below what a dead TCP connection takes to be noticed
+    assert slowest < 0.4 + 2 * EDGE_MS / 1000 + 0.5, f"a frame took {slowest:.3f} s"
     stats = dispatch.stats()
     assert sum(stats["fallbacks"].values()) >= 1, stats
 

@@ -1,5 +1,6 @@
 """`edge-sdk run` of a pipeline with an `offload:` section, in the multi-process runtime, against a
-worker process that is SIGKILLed mid-stream: every frame still gets exactly one result."""
+worker process: one SIGKILLed mid-stream (every frame still gets exactly one result), and one serving
+escalations (the edge result first, the cloud's update after it, in the sinks' files)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ pytestmark = pytest.mark.slow
 
 FRAMES = 300
 REPO_ROOT = Path(__file__).resolve().parents[2]
+ASTRONAUT = REPO_ROOT / "tools" / "assets" / "astronaut.jpg"
 
 
 def test_a_worker_killed_mid_stream_loses_no_frame(
@@ -88,6 +90,67 @@ def test_a_worker_killed_mid_stream_loses_no_frame(
     where = [row["computed_at"] for row in sorted(rows, key=lambda row: row["frame"])]
     assert where.count("cloud") >= 20, where
     assert where[-20:] == ["edge"] * 20, where
+
+
+ESCALATED_FRAMES = 12
+
+
+def test_escalation_in_the_process_runtime_writes_each_edge_result_then_its_cloud_update(
+    start_broker: BrokerFactory, tmp_path: Path, demo_model: Path, cpu_profile: DeviceProfile
+) -> None:
+    # given a worker serving the escalation pipeline (the same detector: every box scores under 0.99)
+    broker = start_broker()
+    (tmp_path / "broker.yaml").write_text(yaml.safe_dump({"host": broker.host, "port": broker.port}))
+    served = {
+        "name": "bigger",
+        "model": {"path": str(demo_model)},
+        "preprocess": {"resize": [300, 300], "color": "rgb", "layout": "nhwc", "dtype": "uint8"},
+        "sources": [{"uri": f"synthetic://?image={ASTRONAUT}&frames={ESCALATED_FRAMES}&size=320x240", "name": "cam"}],
+        "postprocess": {"type": "ssd", "labels": ["person"]},
+    }
+    (tmp_path / "bigger.yaml").write_text(yaml.safe_dump(served))
+    pipeline = {
+        **served,
+        "name": "escalating",
+        "runtime": {"mode": "processes"},
+        "sinks": [{"type": "jsonl", "path": "results.jsonl"}],
+        "offload": {
+            "broker": "broker.yaml",
+            "device": "cam1",
+            "modes": ["edge", "escalate"],
+            "escalate": {"pipeline": "bigger.yaml", "threshold": 0.99},
+        },
+    }
+    (tmp_path / "pipeline.yaml").write_text(yaml.safe_dump(pipeline))
+    cache = EngineCache(tmp_path / "engines")
+    prepare_models(PipelineConfig.model_validate(served), cpu_profile, cache)
+    env = {**os.environ, "EDGE_SDK_CACHE_DIR": str(cache.root)}
+    edge_sdk = [str(Path(sys.executable).parent / "edge-sdk")]
+    worker = subprocess.Popen(
+        [*edge_sdk, "offload", "worker", "--broker", "broker.yaml", "--pipeline", "bigger.yaml", "--id", "w1"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        wait_until(lambda: worker.poll() is not None or _ready(worker), 60, "the worker to be ready")
+        # when the pipeline runs to the end of its source
+        run = subprocess.run(
+            [*edge_sdk, "run", "pipeline.yaml"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+        )
+    finally:
+        worker.terminate()
+        worker.wait(timeout=30)
+    assert run.returncode == 0, run.stderr
+    # then every frame has one edge result, and then its refined update from the cloud, marked as one
+    rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    finals = [(row["frame"], row["computed_at"]) for row in rows if not row.get("update")]
+    updates = [(row["frame"], row["computed_at"]) for row in rows if row.get("update")]
+    assert finals == [(frame, "edge") for frame in range(ESCALATED_FRAMES)]
+    assert sorted(updates) == [(frame, "cloud") for frame in range(ESCALATED_FRAMES)], "every unsure frame refined"
+    for frame in range(ESCALATED_FRAMES):
+        assert rows.index(next(r for r in rows if r["frame"] == frame and not r.get("update"))) < rows.index(
+            next(r for r in rows if r["frame"] == frame and r.get("update"))
+        ), "the edge result first"
+    assert all(row["detections"] for row in rows), "the astronaut is found by both"
 
 
 def _offloaded(counters: Inbox) -> int:

@@ -87,8 +87,9 @@ def _dispatch(plan: InferencePlan, infer: FrameInference, link: StageLink) -> Fr
 
 
 def _serve(rings: list[FrameRing], plan: InferencePlan, link: StageLink, reporter: Reporter, batcher: Batcher) -> None:
-    """On stop, what was already inferred still reaches the sinks, and frames sent away are waited
-    for (their dispatch falls back to this engine by their deadline); frames waiting in rings are not."""
+    """On stop, what was already inferred still reaches the sinks, and frames sent away (and updates
+    owed) are waited for, each by its deadline (a frame falls back to this engine); frames waiting in
+    rings are not."""
     next_source = 0
     looked_at: list[int] | None = None
     """The rings' ready events when a look found nothing: no need to take their locks again until they change."""
@@ -106,15 +107,15 @@ def _serve(rings: list[FrameRing], plan: InferencePlan, link: StageLink, reporte
                     reporter.tick()
                     continue
                 looked_at = events
-            if link.control.captures_done.is_set() and not _any_ready(rings) and not batcher.in_flight:
+            if link.control.captures_done.is_set() and not _any_ready(rings) and not batcher.owed:
                 return
             reporter.tick()
-            if batcher.in_flight:
+            if batcher.owed:
                 batcher.send_ready(rings, wait_s=IDLE_SECONDS)
             else:
                 time.sleep(IDLE_SECONDS)
     finally:
-        while batcher.in_flight and link.parent_alive():
+        while batcher.owed and link.parent_alive():
             batcher.send_ready(rings, wait_s=IDLE_SECONDS)
 
 
@@ -169,6 +170,11 @@ class Batcher:
     def in_flight(self) -> int:
         """Frames claimed and handed to the dispatch whose result has not been sent yet."""
         return len(self._claimed)
+
+    @property
+    def owed(self) -> bool:
+        """A claimed frame's result, or an update of a delivered one (offload's escalation), may still come."""
+        return bool(self._claimed) or self.dispatch.in_flight > 0
 
     def infer(self, batch: list[tuple[int, SlotInfo]], rings: list[FrameRing]) -> None:
         now_wall, now_mono = time.time(), monotonic()
