@@ -95,8 +95,9 @@ def test_a_worker_killed_mid_stream_loses_no_frame(
 ESCALATED_FRAMES = 12
 
 
-def test_escalation_in_the_process_runtime_writes_each_edge_result_then_its_cloud_update(
-    start_broker: BrokerFactory, tmp_path: Path, demo_model: Path, cpu_profile: DeviceProfile
+@pytest.mark.parametrize("runtime", ["processes", "inline"])
+def test_escalation_in_either_runtime_writes_each_edge_result_then_its_cloud_update(
+    start_broker: BrokerFactory, tmp_path: Path, demo_model: Path, cpu_profile: DeviceProfile, runtime: str
 ) -> None:
     # given a worker serving the escalation pipeline (the same detector: every box scores under 0.99)
     broker = start_broker()
@@ -112,7 +113,7 @@ def test_escalation_in_the_process_runtime_writes_each_edge_result_then_its_clou
     pipeline = {
         **served,
         "name": "escalating",
-        "runtime": {"mode": "processes"},
+        "runtime": {"mode": runtime},
         "sinks": [{"type": "jsonl", "path": "results.jsonl"}],
         "offload": {
             "broker": "broker.yaml",
