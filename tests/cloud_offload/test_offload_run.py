@@ -4,14 +4,17 @@ escalations (the edge result first, the cloud's update after it, in the sinks' f
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -23,7 +26,7 @@ from edge_sdk.pipeline.engine_setup import prepare_models
 from edge_sdk.profiles import DeviceProfile
 from tests.support.clients import Inbox
 from tests.support.waits import wait_until
-from tools.harness.broker import BrokerFactory
+from tools.harness.broker import BrokerFactory, MosquittoBroker
 
 pytestmark = pytest.mark.slow
 
@@ -32,43 +35,74 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 ASTRONAUT = REPO_ROOT / "tools" / "assets" / "astronaut.jpg"
 
 
+EDGE_SDK = [str(Path(sys.executable).parent / "edge-sdk")]
+
+
+@dataclass
+class Bed:
+    folder: Path
+    served: dict[str, Any]
+    """The detector the worker serves, with a synthetic source; the edge's pipeline starts from it."""
+    env: dict[str, str]
+
+
+def serving_worker(
+    broker: MosquittoBroker, folder: Path, demo_model: Path, profile: DeviceProfile, name: str, source: str
+) -> Bed:
+    """broker.yaml, `name`.yaml (the detector) with its engine built once for both sides."""
+    (folder / "broker.yaml").write_text(yaml.safe_dump({"host": broker.host, "port": broker.port}))
+    served = {
+        "name": name,
+        "model": {"path": str(demo_model)},
+        "preprocess": {"resize": [300, 300], "color": "rgb", "layout": "nhwc", "dtype": "uint8"},
+        "sources": [{"uri": source, "name": "cam"}],
+        "postprocess": {"type": "ssd", "labels": ["person"]},
+    }
+    (folder / f"{name}.yaml").write_text(yaml.safe_dump(served))
+    cache = EngineCache(folder / "engines")
+    prepare_models(PipelineConfig.model_validate(served), profile, cache)  # built once, loaded by both
+    return Bed(folder, served, {**os.environ, "EDGE_SDK_CACHE_DIR": str(cache.root)})
+
+
+@contextlib.contextmanager
+def worker_of(bed: Bed) -> Iterator[subprocess.Popen[str]]:
+    """`edge-sdk offload worker` serving the bed's detector, ready; stopped (or found dead) on exit."""
+    worker = subprocess.Popen(
+        [*EDGE_SDK, "offload", "worker", "--broker", "broker.yaml", "--pipeline", f"{bed.served['name']}.yaml",
+         "--id", "w1"],
+        cwd=bed.folder, env=bed.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        wait_until(lambda: worker.poll() is not None or _ready(worker), 60, "the worker to be ready")
+        yield worker
+    finally:
+        if worker.poll() is None:
+            worker.terminate()
+        worker.wait(timeout=30)
+
+
+def write_pipeline(bed: Bed, pipeline: dict[str, Any]) -> None:
+    (bed.folder / "pipeline.yaml").write_text(yaml.safe_dump({**bed.served, **pipeline}))
+
+
 def test_a_worker_killed_mid_stream_loses_no_frame(
     start_broker: BrokerFactory, tmp_path: Path, demo_model: Path, cpu_profile: DeviceProfile
 ) -> None:
     broker = start_broker()
-    (tmp_path / "broker.yaml").write_text(yaml.safe_dump({"host": broker.host, "port": broker.port}))
-    served = {
-        "name": "detector",
-        "model": {"path": str(demo_model)},
-        "preprocess": {"resize": [300, 300], "color": "rgb", "layout": "nhwc", "dtype": "uint8"},
-        "sources": [{"uri": f"synthetic://?frames={FRAMES}&size=320x240", "name": "cam"}],
-        "postprocess": {"type": "ssd", "labels": ["person"]},
-    }
-    (tmp_path / "served.yaml").write_text(yaml.safe_dump(served))
-    pipeline = {
-        **served,
-        "sinks": [{"type": "jsonl", "path": "results.jsonl"}],
-        "offload": {
-            "broker": "broker.yaml",
-            "device": "cam1",
-            "modes": ["edge", "cloud"],
-            "fixed": "cloud",
-            "deadline_ms": 400,
+    bed = serving_worker(
+        broker, tmp_path, demo_model, cpu_profile, "detector", f"synthetic://?frames={FRAMES}&size=320x240"
+    )
+    write_pipeline(
+        bed,
+        {
+            "sinks": [{"type": "jsonl", "path": "results.jsonl"}],
+            "offload": {"broker": "broker.yaml", "device": "cam1", "modes": ["edge", "cloud"], "fixed": "cloud",
+                        "deadline_ms": 400},
         },
-    }
-    (tmp_path / "pipeline.yaml").write_text(yaml.safe_dump(pipeline))
-    cache = EngineCache(tmp_path / "engines")
-    prepare_models(PipelineConfig.model_validate(served), cpu_profile, cache)  # built once, loaded by both
-    env = {**os.environ, "EDGE_SDK_CACHE_DIR": str(cache.root)}
-    edge_sdk = [str(Path(sys.executable).parent / "edge-sdk")]
-    worker = subprocess.Popen(
-        [*edge_sdk, "offload", "worker", "--broker", "broker.yaml", "--pipeline", "served.yaml", "--id", "w1"],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
-    try:
-        wait_until(lambda: worker.poll() is not None or _ready(worker), 60, "the worker to be ready")
+    with worker_of(bed) as worker:
         run = subprocess.Popen(
-            [*edge_sdk, "run", "pipeline.yaml"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+            [*EDGE_SDK, "run", "pipeline.yaml"], cwd=tmp_path, env=bed.env, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
         results = tmp_path / "results.jsonl"
@@ -81,10 +115,6 @@ def test_a_worker_killed_mid_stream_loses_no_frame(
         worker.send_signal(signal.SIGKILL)
         output, _ = run.communicate(timeout=60)
         assert run.returncode == 0, output
-    finally:
-        if worker.poll() is None:
-            worker.kill()
-        worker.wait()
     rows = [json.loads(line) for line in results.read_text().splitlines()]
     assert sorted(row["frame"] for row in rows) == list(range(FRAMES)), "every frame once, none lost"
     where = [row["computed_at"] for row in sorted(rows, key=lambda row: row["frame"])]
@@ -100,46 +130,23 @@ def test_escalation_in_either_runtime_writes_each_edge_result_then_its_cloud_upd
     start_broker: BrokerFactory, tmp_path: Path, demo_model: Path, cpu_profile: DeviceProfile, runtime: str
 ) -> None:
     # given a worker serving the escalation pipeline (the same detector: every box scores under 0.99)
-    broker = start_broker()
-    (tmp_path / "broker.yaml").write_text(yaml.safe_dump({"host": broker.host, "port": broker.port}))
-    served = {
-        "name": "bigger",
-        "model": {"path": str(demo_model)},
-        "preprocess": {"resize": [300, 300], "color": "rgb", "layout": "nhwc", "dtype": "uint8"},
-        "sources": [{"uri": f"synthetic://?image={ASTRONAUT}&frames={ESCALATED_FRAMES}&size=320x240", "name": "cam"}],
-        "postprocess": {"type": "ssd", "labels": ["person"]},
-    }
-    (tmp_path / "bigger.yaml").write_text(yaml.safe_dump(served))
-    pipeline = {
-        **served,
-        "name": "escalating",
-        "runtime": {"mode": runtime},
-        "sinks": [{"type": "jsonl", "path": "results.jsonl"}],
-        "offload": {
-            "broker": "broker.yaml",
-            "device": "cam1",
-            "modes": ["edge", "escalate"],
-            "escalate": {"pipeline": "bigger.yaml", "threshold": 0.99},
+    source = f"synthetic://?image={ASTRONAUT}&frames={ESCALATED_FRAMES}&size=320x240"
+    bed = serving_worker(start_broker(), tmp_path, demo_model, cpu_profile, "bigger", source)
+    write_pipeline(
+        bed,
+        {
+            "name": "escalating",
+            "runtime": {"mode": runtime},
+            "sinks": [{"type": "jsonl", "path": "results.jsonl"}],
+            "offload": {"broker": "broker.yaml", "device": "cam1", "modes": ["edge", "escalate"],
+                        "escalate": {"pipeline": "bigger.yaml", "threshold": 0.99}},
         },
-    }
-    (tmp_path / "pipeline.yaml").write_text(yaml.safe_dump(pipeline))
-    cache = EngineCache(tmp_path / "engines")
-    prepare_models(PipelineConfig.model_validate(served), cpu_profile, cache)
-    env = {**os.environ, "EDGE_SDK_CACHE_DIR": str(cache.root)}
-    edge_sdk = [str(Path(sys.executable).parent / "edge-sdk")]
-    worker = subprocess.Popen(
-        [*edge_sdk, "offload", "worker", "--broker", "broker.yaml", "--pipeline", "bigger.yaml", "--id", "w1"],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
-    try:
-        wait_until(lambda: worker.poll() is not None or _ready(worker), 60, "the worker to be ready")
+    with worker_of(bed):
         # when the pipeline runs to the end of its source
         run = subprocess.run(
-            [*edge_sdk, "run", "pipeline.yaml"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+            [*EDGE_SDK, "run", "pipeline.yaml"], cwd=tmp_path, env=bed.env, capture_output=True, text=True, timeout=120
         )
-    finally:
-        worker.terminate()
-        worker.wait(timeout=30)
     assert run.returncode == 0, run.stderr
     # then every frame has one edge result, and then its refined update from the cloud, marked as one
     rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
