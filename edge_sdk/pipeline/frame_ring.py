@@ -245,9 +245,10 @@ class FrameRing:
         A frame it was writing is incomplete and freed; a frame it held after capture goes back
         to READY, unless a frame at least as new was already delivered. For a file (delivered in
         order) that frame was delivered; for a `latest`-policy source (a live one) it was
-        overtaken, and it is counted as dropped. `sent` (the output stage died) also takes back every SENT frame: its message
-        may have been waiting in the dead process's socket. After a `clean` exit the owner's SENT
-        frames stay SENT: every message it sent is through, and the output stage takes them over."""
+        overtaken, and it is counted as dropped. `sent` (the output stage died) also takes back
+        every SENT frame: its message may have been waiting in the dead process's socket. After a
+        `clean` exit the owner's SENT frames stay SENT: every message it sent is through, and the
+        output stage takes them over."""
         with self.lock:
             held = self._owner == owner
             if clean:

@@ -167,11 +167,6 @@ class Batcher:
         self._claimed: dict[tuple[str, int], tuple[int, SlotInfo]] = {}
 
     @property
-    def in_flight(self) -> int:
-        """Frames claimed and handed to the dispatch whose result has not been sent yet."""
-        return len(self._claimed)
-
-    @property
     def owed(self) -> bool:
         """A claimed frame's result, or an update of a delivered one (offload's escalation), may still come."""
         return bool(self._claimed) or self.dispatch.in_flight > 0
