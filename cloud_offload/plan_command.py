@@ -53,6 +53,20 @@ MAX_FRAMES = 64
     show_default=True,
     help="JPEG qualities cloud mode is measured at.",
 )
+@click.option(
+    "--project-edge",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="Multiply every measured edge time by this (a projection onto a slower or faster edge; the plan says so).",
+)
+@click.option(
+    "--project-cloud",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="Multiply every measured worker time by this (e.g. 0.1 for a cloud 10x faster than this machine).",
+)
 @click.option("--plot", type=click.Path(path_type=Path, dir_okay=False), help="Write a PNG: latency vs bandwidth.")
 @click.option("--out", type=click.Path(path_type=Path, dir_okay=False), help="Write the plan as JSON.")
 @format_option(json_alias=True)
@@ -68,6 +82,8 @@ def plan(
     bandwidths: str,
     threads: int | None,
     qualities: str,
+    project_edge: float,
+    project_cloud: float,
     plot: Path | None,
     out: Path | None,
     output_format: OutputFormat,
@@ -77,7 +93,9 @@ def plan(
     PIPELINE_OR_MODEL is a pipeline file, or an ONNX model (its pipeline is guessed, as `detect` does).
     Edge times are measured with the edge profile, the worker's with the cloud profile, both on this
     machine; bytes are what each mode sends. A row whose accuracy the engines' gate would refuse, or a
-    split whose tail computes nothing, is listed apart with the reason.
+    split whose tail computes nothing, is listed apart with the reason. --project-edge and --project-cloud
+    scale what was measured onto other hardware (bytes and accuracy stay as measured); the plan and its
+    table are marked as a projection.
     """
     ctx = click_ctx.find_object(CliContext) or CliContext()
     if not 1 <= frame_count <= MAX_FRAMES:
@@ -90,6 +108,9 @@ def plan(
     quality_list = [int(q) for q in _numbers(qualities, "--qualities", int)]
     if any(not 1 <= q <= 100 for q in quality_list):
         raise ConfigError(f"--qualities: expected JPEG qualities 1..100, got {qualities}")
+    for option, factor in (("--project-edge", project_edge), ("--project-cloud", project_cloud)):
+        if factor <= 0:
+            raise ConfigError(f"{option}: expected a factor above 0, got {factor:g}")
     if plot is not None:
         from .plan_plot import require_matplotlib
 
@@ -102,6 +123,8 @@ def plan(
         result = plan_offload(
             config, edge_profile, cloud_profile, ctx.cache, frames, threads=threads, qualities=quality_list
         )
+    if (project_edge, project_cloud) != (1.0, 1.0):
+        result = result.projected(project_edge, project_cloud)
     if out is not None:
         result.save(out)
     if plot is not None:
