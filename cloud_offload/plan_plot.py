@@ -63,10 +63,9 @@ def plot_plan(
         axes.set_ylim(0, max(top, float(best.max())) * 1.1)
         axes.set_xlabel("link bandwidth (Mbit/s)")
         axes.set_ylabel("expected latency per frame (ms)")
-        axes.set_title(
-            f"{Path(plan.model).name}: edge {plan.edge_profile}, cloud {plan.cloud_profile}, RTT {rtt_ms:g} ms",
-            fontsize=10,
-        )
+        title = f"{Path(plan.model).name}: edge {plan.edge_profile}, cloud {plan.cloud_profile}, RTT {rtt_ms:g} ms"
+        projection = [note for note in plan.notes if note.startswith("projected")]
+        axes.set_title("\n".join([title, *projection]), fontsize=10)
         axes.grid(which="both", linestyle=":", linewidth=0.5)
         axes.legend(fontsize=7, loc="upper right")
         figure.tight_layout()

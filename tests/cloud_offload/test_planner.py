@@ -181,10 +181,10 @@ def test_the_command_prints_the_table_marks_the_best_and_writes_a_png(cache_dir:
     assert OffloadPlan.load(out).edge_profile == "x86-cpu"
 
 
-def test_a_projection_scales_the_measured_times_and_says_it_is_one(cache_dir: Path) -> None:
+def test_a_projection_scales_the_measured_times_and_says_it_is_one(cache_dir: Path, tmp_path: Path) -> None:
     code, output = invoke(
         cache_dir, "plan", str(DEMO), "--edge-profile", "x86-cpu", "--cloud-profile", "x86-cpu", "--frames", "2",
-        "--qualities", "50", "--json", "--project-edge", "8", "--project-cloud", "0.1",
+        "--qualities", "50", "--json", "--project-edge", "8", "--project-cloud", "0.1", "--plot", str(tmp_path / "p.png"),
     )  # fmt: skip
     assert code == 0, output
     plan = json.loads(output)
@@ -194,6 +194,7 @@ def test_a_projection_scales_the_measured_times_and_says_it_is_one(cache_dir: Pa
     assert edge["edge_ms"] > 20 * cloud["cloud_ms"], (edge, cloud)
     assert "projected, not measured: edge times x8, cloud times x0.1" in plan["notes"]
     assert plan["best"]["100"].startswith("cloud"), plan["best"]
+    assert (tmp_path / "p.png").stat().st_size > 0, "the plot carries the projection in its title"
 
 
 def test_bad_options_are_one_line_each(cache_dir: Path) -> None:
