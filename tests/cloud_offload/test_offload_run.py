@@ -138,7 +138,8 @@ def test_escalation_in_either_runtime_writes_each_edge_result_then_its_cloud_upd
             "name": "escalating",
             "runtime": {"mode": runtime},
             "sinks": [{"type": "jsonl", "path": "results.jsonl"}],
-            "offload": {"broker": "broker.yaml", "device": "cam1", "modes": ["edge", "escalate"],
+            # a deadline long enough that no escalation expires on a loaded machine (the suite's workers)
+            "offload": {"broker": "broker.yaml", "device": "cam1", "modes": ["edge", "escalate"], "deadline_ms": 5000,
                         "escalate": {"pipeline": "bigger.yaml", "threshold": 0.99}},
         },
     )  # fmt: skip
