@@ -69,7 +69,7 @@ class SplitCandidate:
         """The mode's name for people and status events: split@<the largest crossing tensor>, and how
         many smaller ones travel with it."""
         others = len(self.measured.cut.tensors) - 1
-        return f"split@{_largest(self.measured)}" + (f"+{others}" if others else "")
+        return f"split@{largest_tensor(self.measured)}" + (f"+{others}" if others else "")
 
 
 def split_model_of(config: PipelineConfig, cache: EngineCache) -> SplitModel:
@@ -105,7 +105,7 @@ def split_candidates(split: SplitModel, wanted: Sequence[str] | None = None) -> 
     else:
         by_tensor: dict[str, MeasuredCut] = {}
         for m in measured:  # a cut is named by its largest tensor; the first cut that sends it
-            by_tensor.setdefault(_largest(m), m)
+            by_tensor.setdefault(largest_tensor(m), m)
         missing = [name for name in wanted if name not in by_tensor]
         if missing:
             raise ConfigError(
@@ -145,7 +145,7 @@ def head_outputs(
     return [dict(zip(names, session.run(names, sample_feed(split, frame)), strict=True)) for frame in frames]
 
 
-def _largest(measured: MeasuredCut) -> str:
+def largest_tensor(measured: MeasuredCut) -> str:
     sizes = [
         int(np.prod(shape)) * np.dtype(dtype).itemsize
         for shape, dtype in zip(measured.shapes, measured.dtypes, strict=True)
