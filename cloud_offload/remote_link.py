@@ -1,15 +1,18 @@
 """The device's one MQTT connection for offload: requests out, answers and worker loads in, and the
 link estimate made from that traffic.
 
-Requests go out one at a time from a bounded backlog, each at QoS 1 with the time to its PUBACK
-measured: the broker acknowledges a PUBLISH once it has all of it, so that time is the message's
-bytes at the link's bandwidth plus one round trip. A small probe (the offload counters, QoS 1, on the
+Requests go out in order from a bounded backlog, each at QoS 1 with the time to its PUBACK measured,
+up to WINDOW of them on their way at once (so a long round trip does not cap the requests to one per
+RTT). The broker acknowledges a PUBLISH once it has all of it, so a PUBACK comes one round trip after
+the message's last byte left, and the link serialises the messages: a request's own transfer is
+from when it could start (sent, and one RTT before the previous PUBACK: the previous request's bytes
+had left then) to one RTT before its PUBACK. A small probe (the offload counters, QoS 1, on the
 device's own telemetry topic) is acknowledged in one round trip: the RTT. A PUBACK alone cannot tell
-the two apart, so a probe goes out whenever the RTT sample is over a second old, between requests if
-the link is busy (one tiny message a second). While no request has measured the bandwidth for two
-seconds (the edge mode sends none), the idle probe is padded to PROBE_BYTES so its PUBACK does:
-64 kbit/s at most, and only while idle. Sending one request at a time costs up to one RTT between
-requests; it keeps each PUBACK a clean sample, and the link serialises the bytes anyway.
+the two apart, so a probe goes out whenever the RTT sample is over a second old, once the requests on
+their way are acknowledged (a queue ahead of it would count as round trip), so at most one RTT's
+pause a second. While no request has measured the bandwidth for two seconds (the edge mode sends
+none), the idle probe is padded to PROBE_BYTES so its PUBACK does: 64 kbit/s at most, and only while
+idle.
 
 A broker that is down when the pipeline starts is not an error: the connection is made in the
 background with the broker file's reconnect policy, and until then (or while it is lost) every
@@ -32,7 +35,7 @@ from pydantic import ValidationError
 
 from edge_sdk.mqtt import MqttClient, MqttSettings
 from edge_sdk.mqtt.errors import MqttError, PublishRejectedError
-from edge_sdk.mqtt.messages import Message
+from edge_sdk.mqtt.messages import Message, PendingPublish
 from edge_sdk.mqtt.topics import DeviceTopics
 
 from .link_estimator import LinkEstimate, LinkEstimator
@@ -48,6 +51,8 @@ BANDWIDTH_STALE_S = 2.0
 PROBE_BYTES = 16 * 1024
 MIN_TRANSFER_S = 0.001
 PUBLISH_PATIENCE_S = 5.0
+WINDOW = 8
+"""Requests handed to the broker and not yet acknowledged, at most."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,15 @@ class _Outgoing:
     payload: bytes
     correlation: bytes
     on_failed: Callable[[str], None]
+    deadline: float
+    """time.monotonic() after which its PUBACK no longer matters (the frame is computed here by then)."""
+
+
+@dataclass
+class _Sent:
+    item: _Outgoing
+    pending: PendingPublish
+    started: float
 
 
 class RemoteLink:
@@ -86,6 +100,12 @@ class RemoteLink:
         self._loads: dict[str, tuple[float, WorkerLoad]] = {}
         self._stopping = threading.Event()
         self._sender = threading.Thread(target=self._send_loop, name="offload-sender", daemon=True)
+        self._sent: queue.Queue[_Sent | None] = queue.Queue()
+        self._window = threading.BoundedSemaphore(WINDOW)
+        self._on_the_way = 0
+        self._settled = threading.Condition()
+        self._acknowledger = threading.Thread(target=self._ack_loop, name="offload-acks", daemon=True)
+        self._last_ack = -1e9
         self._rtt_at = self._bandwidth_at = -1e9
         self.rejected = 0
         """Requests the broker refused (its ACL: a device may only publish under its own prefix)."""
@@ -100,6 +120,7 @@ class RemoteLink:
             except MqttError as error:  # recorded all the same, and sent again on the next connect
                 log.warning("offload: %s; frames stay on the edge until the broker answers", error)
         self._sender.start()
+        self._acknowledger.start()
 
     @property
     def connected(self) -> bool:
@@ -119,12 +140,21 @@ class RemoteLink:
         with self._lock:
             return self._backlog_bytes
 
-    def send(self, topic: str, payload: bytes, correlation: bytes, on_failed: Callable[[str], None]) -> bool:
-        """Queue a request; False when the backlog is full or the broker is away (the caller keeps the frame)."""
+    def send(
+        self,
+        topic: str,
+        payload: bytes,
+        correlation: bytes,
+        on_failed: Callable[[str], None],
+        deadline: float | None = None,
+    ) -> bool:
+        """Queue a request; False when the backlog is full or the broker is away (the caller keeps the frame).
+        `deadline` (time.monotonic()) bounds the wait for its PUBACK (default: PUBLISH_PATIENCE_S from now)."""
         if not self.connected or self._stopping.is_set():
             return False
+        patience = deadline if deadline is not None else time.monotonic() + PUBLISH_PATIENCE_S
         try:
-            self._outgoing.put_nowait(_Outgoing(topic, payload, correlation, on_failed))
+            self._outgoing.put_nowait(_Outgoing(topic, payload, correlation, on_failed, patience))
         except queue.Full:
             return False
         with self._lock:
@@ -144,6 +174,9 @@ class RemoteLink:
             self._outgoing.put_nowait(None)
         if self._sender.is_alive():
             self._sender.join(timeout=PUBLISH_PATIENCE_S)
+        self._sent.put(None)  # after what the sender queued: their PUBACKs are waited for first
+        if self._acknowledger.is_alive():
+            self._acknowledger.join(timeout=PUBLISH_PATIENCE_S)
         self.client.disconnect()
 
     # --- paho's thread ---------------------------------------------------------------------------
@@ -178,46 +211,75 @@ class RemoteLink:
             try:
                 item = self._outgoing.get(timeout=PROBE_EVERY_S)
             except queue.Empty:
-                self._probe(probe_topic)
+                if self._drained(wait_s=0.0):
+                    self._probe(probe_topic)
                 continue
             if item is None:
                 return
-            if time.monotonic() - self._rtt_at > RTT_STALE_S:
+            if time.monotonic() - self._rtt_at > RTT_STALE_S and self._drained():
                 self._probe(probe_topic)
+            self._window.acquire()
+            with self._settled:
+                self._on_the_way += 1
+            started = time.monotonic()
             try:
-                self._publish(item)
-            finally:
-                with self._lock:
-                    self._backlog_bytes -= len(item.payload)
+                pending = self.client.publish_tracked(
+                    item.topic,
+                    item.payload,
+                    response_topic=response_topic(self.device),
+                    correlation_data=item.correlation,
+                )
+            except MqttError as error:
+                self._finished(item)
+                item.on_failed(f"the request was not sent ({error})")
+                continue
+            self._sent.put(_Sent(item, pending, started))
 
-    def _publish(self, item: _Outgoing) -> None:
-        started = time.monotonic()
+    def _drained(self, wait_s: float = PUBLISH_PATIENCE_S) -> bool:
+        """Wait up to `wait_s` until no request is on its way (each is waited for until its deadline at most);
+        False if some still are."""
+        with self._settled:
+            return self._settled.wait_for(lambda: self._on_the_way == 0, wait_s)
+
+    def _ack_loop(self) -> None:
+        """Each request's PUBACK, in the order they were sent (the broker acknowledges in that order)."""
+        while (sent := self._sent.get()) is not None:
+            try:
+                self._acknowledged(sent)
+            finally:
+                self._finished(sent.item)
+
+    def _acknowledged(self, sent: _Sent) -> None:
         try:
-            self.client.publish(
-                item.topic,
-                item.payload,
-                qos=1,
-                wait=PUBLISH_PATIENCE_S,
-                response_topic=response_topic(self.device),
-                correlation_data=item.correlation,
-            )
+            sent.pending.wait(max(0.05, sent.item.deadline - time.monotonic()))
         except PublishRejectedError as error:
             self.rejected += 1
-            item.on_failed(f"the broker refused the request ({error.reason})")
+            sent.item.on_failed(f"the broker refused the request ({error.reason})")
             return
         except MqttError as error:
-            item.on_failed(f"the request was not acknowledged ({error})")
+            sent.item.on_failed(f"the request was not acknowledged ({error})")
             return
         acknowledged = time.monotonic()
-        self._add_transfer(acknowledged, len(item.payload), acknowledged - started)
-
-    def _add_transfer(self, at: float, nbytes: int, elapsed: float) -> None:
         rtt = self.estimator.estimate().rtt_s
-        if rtt is None:
-            return
+        if rtt is not None:
+            # its bytes could start once sent and the previous request's had left (one RTT before its PUBACK)
+            begun = max(sent.started, self._last_ack - rtt)
+            self._add_transfer(acknowledged, len(sent.item.payload), acknowledged - rtt - begun)
+        self._last_ack = acknowledged
+
+    def _finished(self, item: _Outgoing) -> None:
+        """The request is acknowledged, refused or given up: its window slot and backlog bytes are free."""
+        with self._lock:
+            self._backlog_bytes -= len(item.payload)
+        self._window.release()
+        with self._settled:
+            self._on_the_way -= 1
+            self._settled.notify_all()
+
+    def _add_transfer(self, at: float, nbytes: int, transfer_s: float) -> None:
         # Below a millisecond the RTT's own noise hides the transfer: the link carries at least this
         # message per millisecond, which is all a decision needs of a fast link.
-        self.estimator.add_transfer(at, nbytes, max(elapsed - rtt, MIN_TRANSFER_S))
+        self.estimator.add_transfer(at, nbytes, max(transfer_s, MIN_TRANSFER_S))
         self._bandwidth_at = at
 
     def _probe(self, topic: str) -> None:
@@ -235,8 +297,9 @@ class RemoteLink:
             log.debug("offload probe not acknowledged: %s", error)
             return
         acknowledged = time.monotonic()
+        rtt = self.estimator.estimate().rtt_s
         if measure_rtt:
             self.estimator.add_rtt(acknowledged, acknowledged - started)
             self._rtt_at = acknowledged
-        else:
-            self._add_transfer(acknowledged, len(payload), acknowledged - started)
+        elif rtt is not None:
+            self._add_transfer(acknowledged, len(payload), acknowledged - started - rtt)

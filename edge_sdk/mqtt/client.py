@@ -19,7 +19,7 @@ from edge_sdk.mqtt.spooling_publisher import SpoolingPublisher
 
 from .connection import Connection
 from .errors import NotConnectedError, QueueFullError
-from .messages import MessageHandler, PublishResult
+from .messages import MessageHandler, PendingPublish, PublishResult
 from .publishing import Payload, Publisher, check_publish, payload_bytes, publish_properties, wait_timeout
 from .settings import MqttSettings
 from .spool import DiskSpool, SpooledMessage, SpoolStats
@@ -111,6 +111,26 @@ class MqttClient(Connection):
             if outbox.spool_now(message):
                 return _SPOOLED
             raise
+
+    def publish_tracked(
+        self,
+        topic: str,
+        payload: Payload = None,
+        qos: int = 1,
+        response_topic: str | None = None,
+        correlation_data: bytes | None = None,
+    ) -> PendingPublish:
+        """Hand a QoS 1/2 message to paho and return at once; `wait()` on the result waits for its
+        acknowledgement. Messages go out in the order of the calls, so several can be on their way at
+        once, each acknowledged in turn (a window). Raises as `publish` does when paho refuses the message;
+        not for a client with a spool (a spooled message has no acknowledgement to wait for)."""
+        check_publish(topic, qos)
+        if self._outbox is not None:
+            raise ValueError("publish_tracked is not for a client with a spool: use publish")
+        client = self._live_client("publish")
+        properties = publish_properties(self.settings, response_topic, correlation_data)
+        mid = self._publisher.track(client, topic, payload, qos, False, properties)
+        return PendingPublish(mid, topic, qos, self._publisher.confirm)
 
     def subscribe(self, topic_filter: str, handler: MessageHandler, qos: int = 1, timeout: float | None = None) -> int:
         """Subscribe and route matching messages to `handler` (called on paho's thread); returns the granted QoS.

@@ -43,3 +43,17 @@ class PublishResult:
     reason_code: int = 0
     reason: str = "Success"
     spooled: bool = False
+
+
+@dataclass(frozen=True)
+class PendingPublish:
+    """A message handed to paho by `MqttClient.publish_tracked`, its acknowledgement still to come."""
+
+    mid: int
+    topic: str
+    qos: int
+    confirm: Callable[[int, str, int, float], PublishResult]
+
+    def wait(self, timeout: float) -> PublishResult:
+        """Wait up to `timeout` s for the broker's acknowledgement; raises as `MqttClient.publish` does."""
+        return self.confirm(self.mid, self.topic, self.qos, timeout)

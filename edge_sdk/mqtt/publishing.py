@@ -95,6 +95,41 @@ class Publisher:
         properties: Properties | None,
     ) -> PublishResult:
         """See `MqttClient.publish`; `timeout` None returns once paho has the message."""
+        mid = self._hand(client, topic, payload, qos, retain, properties)
+        if timeout is None:
+            self.acks.ignore(mid, lost_with_connection=qos == 0)
+            return PublishResult(mid=mid, queued=True, acknowledged=False)
+        return self.confirm(mid, topic, qos, timeout)
+
+    def track(
+        self, client: paho.Client, topic: str, payload: Payload, qos: int, retain: bool, properties: Properties | None
+    ) -> int:
+        """Hand a QoS 1/2 message to paho and return its mid; its acknowledgement waits for `confirm`."""
+        if qos == 0:
+            raise ValueError("a tracked publish is acknowledged: expected qos 1 or 2, got 0")
+        return self._hand(client, topic, payload, qos, retain, properties)
+
+    def confirm(self, mid: int, topic: str, qos: int, timeout: float) -> PublishResult:
+        """Wait up to `timeout` s for the acknowledgement of `mid`; raises as `MqttClient.publish` does."""
+        address = self.settings.address
+        reason = self.acks.claim(mid, timeout, lost_with_connection=qos == 0)
+        if reason is None:
+            raise AckTimeoutError(
+                f"MQTT broker {address} did not acknowledge the publish to {topic!r} "
+                f"within {timeout:g} s (QoS {qos}; it stays queued)"
+            )
+        if reason.is_failure:
+            raise PublishRejectedError(
+                f"MQTT broker {address} rejected the publish to {topic!r}: {reason} (reason code 0x{reason.value:02X})",
+                reason_code=reason.value,
+                reason=str(reason),
+            )
+        return PublishResult(mid=mid, queued=True, acknowledged=True, reason_code=reason.value, reason=str(reason))
+
+    def _hand(
+        self, client: paho.Client, topic: str, payload: Payload, qos: int, retain: bool, properties: Properties | None
+    ) -> int:
+        """Give the message to paho; its mid. Raises QueueFullError or NotConnectedError when paho refuses it."""
         address = self.settings.address
         info = client.publish(topic, payload, qos=qos, retain=retain, properties=properties)
         if info.rc == MQTTErrorCode.MQTT_ERR_QUEUE_SIZE:
@@ -108,22 +143,7 @@ class Publisher:
                 f"not connected to MQTT broker {address} ({paho.error_string(info.rc)}); "
                 f"QoS {qos} message to {topic!r} dropped"
             )
-        if timeout is None:
-            self.acks.ignore(info.mid, lost_with_connection=qos == 0)
-            return PublishResult(mid=info.mid, queued=True, acknowledged=False)
-        reason = self.acks.claim(info.mid, timeout, lost_with_connection=qos == 0)
-        if reason is None:
-            raise AckTimeoutError(
-                f"MQTT broker {address} did not acknowledge the publish to {topic!r} "
-                f"within {timeout:g} s (QoS {qos}; it stays queued)"
-            )
-        if reason.is_failure:
-            raise PublishRejectedError(
-                f"MQTT broker {address} rejected the publish to {topic!r}: {reason} (reason code 0x{reason.value:02X})",
-                reason_code=reason.value,
-                reason=str(reason),
-            )
-        return PublishResult(mid=info.mid, queued=True, acknowledged=True, reason_code=reason.value, reason=str(reason))
+        return info.mid
 
     def hand_over(self, client: paho.Client, message: SpooledMessage) -> int | None:
         """Give a spooled message to paho at QoS >= 1 (so it is acknowledged); its mid, or None if paho's queue is full.

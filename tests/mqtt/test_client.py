@@ -211,6 +211,31 @@ def test_mqtt_client_when_v5_publish_goes_to_an_acl_forbidden_topic_raises_with_
     assert rejected_count == 1, "rejections are counted"
 
 
+def test_tracked_publishes_go_out_together_in_order_and_each_is_acknowledged_or_refused_in_turn(
+    start_broker: BrokerFactory, topic_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given alice may only write below <prefix>/allowed, and a subscriber there
+    broker = start_broker(passwords={"alice": "pw"}, acl=acl_allowing("alice", topic_prefix))
+    monkeypatch.setenv("EDGE_TEST_MQTT_PASSWORD", "pw")
+    settings = broker.settings(username="alice", password_env="EDGE_TEST_MQTT_PASSWORD", protocol=MqttProtocol.V5)
+    inbox = Inbox()
+    with MqttClient(settings) as client:
+        client.subscribe(f"{topic_prefix}/allowed/#", inbox, qos=1)
+        # when five messages are handed over before any acknowledgement is waited for, the third forbidden
+        topics = [f"{topic_prefix}/{'forbidden' if n == 2 else 'allowed'}/{n}" for n in range(5)]
+        pending = [client.publish_tracked(topic, str(n).encode()) for n, topic in enumerate(topics)]
+        outcomes: list[object] = []
+        for each in pending:
+            try:
+                outcomes.append(each.wait(5).acknowledged)
+            except PublishRejectedError as refused:
+                outcomes.append(refused.reason_code)
+        inbox.wait_for(4)
+    # then each has its own outcome, and the permitted ones arrive in the order they were handed over
+    assert outcomes == [True, True, NOT_AUTHORIZED, True, True]
+    assert [message.payload for message in inbox.messages] == [b"0", b"1", b"3", b"4"]
+
+
 def test_mqtt_client_when_v311_publish_goes_to_an_acl_forbidden_topic_is_not_delivered_and_not_reported(
     start_broker: BrokerFactory, topic_prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
