@@ -58,6 +58,7 @@ from .protocol import (
     request_topic,
 )
 from .remote_link import Answer, RemoteLink
+from .throughput import CameraPace, ShareCredit, throughput_share
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +137,11 @@ class OffloadDispatch:
         self._rest_until = 0.0
         self._last_submit: float | None = None
         self._frame_interval_s = 0.0
+        self._pace = CameraPace()
+        self._credit = ShareCredit()
+        self.throughput_share = 0.0
+        """The share of frames sent away because the edge cannot keep pace (throughput.py); 0 while it can."""
+        self.workers = context.workers
         self.counts: Counter[str] = Counter()
         self.link = RemoteLink(broker, device, self._on_answer, self.stats)
         self.link.start()
@@ -149,6 +155,7 @@ class OffloadDispatch:
                 interval = now - self._last_submit
                 self._frame_interval_s += FRAME_INTERVAL_WEIGHT * (interval - self._frame_interval_s)
             self._last_submit = now
+            self._pace.add(frame.meta)
             mode = self._choose(now)
             if mode is not self.edge and self._send(frame, queued, mode, now):
                 continue
@@ -188,6 +195,7 @@ class OffloadDispatch:
             "bad_answers": counts["bad_answers"],
             "worker_errors": counts["worker_errors"],
             "away": away,
+            "throughput_share": round(self.throughput_share, 3),
             "bandwidth_mbps": round(estimate.bandwidth_bps / 1e6, 3) if estimate.bandwidth_bps else None,
             "rtt_ms": round(estimate.rtt_s * 1000, 2) if estimate.rtt_s else None,
             "cloud_ms": {
@@ -218,7 +226,47 @@ class OffloadDispatch:
                     data={"mode": switch.mode, "previous": switch.previous},
                 )
             )
-        return self.modes[self.decision.mode]
+        mode = self.modes[self.decision.mode]
+        if mode is self.edge and self.settings.throughput:
+            return self._throughput_mode(expected)
+        return mode
+
+    def _throughput_mode(self, expected: dict[str, float]) -> LiveCost:
+        """The edge, or for the share of frames the edge cannot keep pace with, the fastest remote mode."""
+        remote = {name: ms for name, ms in expected.items() if name != EDGE}
+        best = min(remote, key=lambda name: remote[name]) if remote else None
+        share = 0.0
+        interval_ms = self._pace.interval_ms(self.workers)
+        if best is not None:
+            share = throughput_share(self.edge.edge_ms.value, self.modes[best].edge_ms.value, interval_ms)
+        self._report_share(share, best, interval_ms)
+        return self.modes[best] if best is not None and self._credit.take(share) else self.edge
+
+    def _report_share(self, share: float, mode: str | None, interval_ms: float | None) -> None:
+        """A status event when throughput mode starts, stops, or its share moves by 10 points or more."""
+        before = self.throughput_share
+        self.throughput_share = share
+        if (before == 0) == (share == 0) and abs(share - before) < 0.1:
+            self.throughput_share = before  # reported as it was; small moves are not news
+            return
+        edge_ms = self.edge.edge_ms.value
+        if share:
+            message = (
+                f"throughput: {share:.0%} of frames to {mode}: the edge takes {edge_ms:.0f} ms a frame, "
+                f"frames come every {interval_ms:.0f} ms"
+            )
+        else:
+            message = "throughput: every frame on the edge again" + (
+                f": it takes {edge_ms:.0f} ms a frame, frames come every {interval_ms:.0f} ms"
+                if interval_ms
+                else ": no remote mode is available"
+            )
+        log.info("offload %s: %s", self.subject, message)
+        self.on_status(
+            StatusEvent(
+                StatusKind.OFFLOAD_THROUGHPUT, self.subject, message, data={"share": round(share, 3), "mode": mode}
+            )
+        )
 
     def _expected(self, now: float) -> dict[str, float]:
         """Expected latency (ms) of each mode available now; the edge is always available."""
@@ -290,7 +338,7 @@ class OffloadDispatch:
         with self._lock:
             self._away[correlation] = away
         topic = request_topic(self.device, key, request.part)
-        if not self.link.send(topic, payload, correlation, lambda why: self._failed(correlation, why)):
+        if not self.link.send(topic, payload, correlation, lambda why: self._failed(correlation, why), away.deadline):
             with self._lock:
                 self._away.pop(correlation, None)
             self.counts["fallback:not_sent"] += 1

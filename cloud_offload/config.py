@@ -122,6 +122,12 @@ class OffloadSettings(BaseModel):
     )
     back_off_s: float = Field(2.0, gt=0, description="How long remote modes rest after those misses.")
     hysteresis: HysteresisSettings = Field(default_factory=HysteresisSettings)
+    throughput: bool = Field(
+        True,
+        description="When a live source brings frames faster than the edge computes them, send the share it cannot "
+        "keep pace with to the fastest remote mode (slower per frame than the edge, but such a frame would wait or be "
+        "dropped); false keeps every frame the decision gives the edge here.",
+    )
     fixed: str | None = Field(
         None,
         description="Always this mode (edge, cloud or split@<tensor> as `offload plan` names it) instead of "

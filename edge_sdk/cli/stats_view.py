@@ -28,12 +28,15 @@ def render_snapshot(snapshot: RuntimeSnapshot) -> Group:
     offloading = [stage for stage in snapshot.stages if stage.offload]
     if not offloading:
         return Group(stages, rings, latency)
-    offload = Table("stage", "mode", "computed", "link", "rtt", "cloud", "fallbacks", "late", title="offload")
+    offload = Table(
+        "stage", "mode", "throughput", "computed", "link", "rtt", "cloud", "fallbacks", "late", title="offload"
+    )
     for stage in offloading:
         counters = stage.offload or {}
         offload.add_row(
             stage.name,
             str(counters.get("mode", "-")),
+            f"{counters['throughput_share']:.0%} away" if counters.get("throughput_share") else "-",
             _counts(counters.get("computed", {})),
             f"{counters['bandwidth_mbps']:.1f} Mbit/s" if counters.get("bandwidth_mbps") else "-",
             f"{counters['rtt_ms']:.0f} ms" if counters.get("rtt_ms") else "-",

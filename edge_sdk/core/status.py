@@ -28,6 +28,9 @@ class StatusKind(str, Enum):
     PIPELINE_STOPPED = "pipeline_stopped"
     OFFLOAD_MODE = "offload_mode"
     """Offload (cloud_offload) changed where frames are inferred; the message says to what and why."""
+    OFFLOAD_THROUGHPUT = "offload_throughput"
+    """Offload started, changed or stopped sending a share of frames away because the edge cannot keep
+    pace with the cameras; the message says how much and why."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,7 @@ _WORDING: dict[StatusKind, tuple[str, str]] = {
     StatusKind.PIPELINE_STARTED: ("pipeline", "started"),
     StatusKind.PIPELINE_STOPPED: ("pipeline", "stopped"),
     StatusKind.OFFLOAD_MODE: ("offload", "switched"),
+    StatusKind.OFFLOAD_THROUGHPUT: ("offload", ""),
 }
 """What each kind of event is about and what happened to it, for `StatusEvent.describe`."""
 

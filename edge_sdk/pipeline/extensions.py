@@ -42,6 +42,8 @@ class DispatchContext:
     worker: int
     """The inference worker's number (0 inline): one connection per worker."""
     on_status: StatusCallback
+    workers: int = 1
+    """How many inference workers share the sources' frames (this one among them)."""
 
 
 class PipelineExtension(Protocol):
@@ -83,9 +85,10 @@ def make_dispatch(
     local: FrameInference,
     worker: int,
     on_status: StatusCallback,
+    workers: int = 1,
 ) -> FrameDispatch:
     """The pipeline's dispatch: its extension's when its file has an `offload:` section, else local."""
     if config.offload is None:
         return LocalDispatch(local)
-    context = DispatchContext(config, config.offload, profile, cache_dir, local, worker, on_status)
+    context = DispatchContext(config, config.offload, profile, cache_dir, local, worker, on_status, workers)
     return pipeline_extension("offload").dispatch(context)

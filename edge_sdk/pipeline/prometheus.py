@@ -74,6 +74,12 @@ class PrometheusExporter:
         self._offload_cloud_ms = prom.Gauge(
             "edge_sdk_offload_cloud_ms", "Workers' compute time per mode", ["stage", "mode"], registry=self.registry
         )
+        self._offload_share = prom.Gauge(
+            "edge_sdk_offload_throughput_share",
+            "Share of frames sent away because the edge cannot keep pace with the cameras (0 while it can)",
+            ["stage"],
+            registry=self.registry,
+        )
         self._offload_late = prom.Gauge(
             "edge_sdk_offload_late_answers", "Answers that came after their frame's deadline", ["stage"],
             registry=self.registry,
@@ -112,6 +118,7 @@ class PrometheusExporter:
         for mode, ms in counters.get("cloud_ms", {}).items():
             self._offload_cloud_ms.labels(stage, mode).set(ms)
         self._offload_late.labels(stage).set(counters.get("late_answers", 0))
+        self._offload_share.labels(stage).set(counters.get("throughput_share", 0))
 
     def close(self) -> None:
         self._server.shutdown()

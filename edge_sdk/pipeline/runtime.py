@@ -192,7 +192,7 @@ class PipelineRuntime:
                 batch_size=runtime.batch_size,
                 batch_timeout=runtime.batch_timeout_ms / 1000,
                 report_seconds=every,
-                dispatch=DispatchPlan(config, self.profile, self.cache.root if self.cache else None)
+                dispatch=DispatchPlan(config, self.profile, self.cache.root if self.cache else None, workers)
                 if config.offload is not None
                 else None,
             )

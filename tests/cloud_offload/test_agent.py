@@ -140,21 +140,25 @@ FRAMES = scene_frames(8)
 
 
 def stream(
-    dispatch: OffloadDispatch, count: int, during: Callable[[int], None] = lambda index: None
+    dispatch: OffloadDispatch, count: int, during: Callable[[int], None] = lambda index: None, live: bool = False
 ) -> list[tuple[FrameMeta, Result, float]]:
-    """`count` frames at FPS, as a live camera gives them: each (meta, result, seconds from submit to result)."""
+    """`count` frames at FPS, as a live camera gives them: each (meta, result, seconds from submit to result).
+    With `live`, a frame is numbered as the camera numbered it when it is taken (a slow edge skips
+    numbers: the frames a live source's ring dropped meanwhile); else the frames are 0..count-1."""
     submitted: dict[int, float] = {}
     results: list[tuple[FrameMeta, Result, float]] = []
+    started = time.monotonic()
 
     def take(wait_s: float = 0.0) -> None:
         for meta, result in dispatch.collect(wait_s):
             if not result.update:
                 results.append((meta, result, time.monotonic() - submitted[meta.index]))
 
-    for index in range(count):
-        during(index)
+    for step in range(count):
+        during(step)
+        index = max(step, int((time.monotonic() - started) * FPS), max(submitted, default=-1) + 1) if live else step
         image = FRAMES[index % len(FRAMES)]
-        frame = Frame(FrameMeta("cam", index, time.time(), image.shape[1], image.shape[0]), image)
+        frame = Frame(FrameMeta("cam", index, started + index / FPS, image.shape[1], image.shape[0]), image)
         submitted[index] = time.monotonic()
         dispatch.submit([frame], [0.0])
         take()
@@ -172,6 +176,49 @@ def where(results: list[tuple[FrameMeta, Result, float]]) -> list[str | None]:
 def exactly_once(results: list[tuple[FrameMeta, Result, float]], count: int) -> None:
     indices = sorted(meta.index for meta, _result, _seconds in results)
     assert indices == list(range(count)), f"frames lost or doubled: {indices}"
+
+
+def test_an_edge_that_cannot_keep_pace_sends_the_share_it_cannot_compute_away(
+    worker: OffloadWorker, edge: Edge, proxy: ThrottlingProxy
+) -> None:
+    # given a 200 ms round trip: the cloud is expected slower than the edge's 120 ms, so the decision keeps
+    # frames here, while the camera brings one every 67 ms
+    proxy.set(delay_s=0.1)
+    events: list[StatusEvent] = []
+    dispatch = edge(events)
+    # when frames come live (numbers skip while the edge is busy)
+    results = stream(dispatch, 60, live=True)
+    # then each frame taken has one result, and about (120 - 67) / 120 of them went to the cloud
+    indices = [meta.index for meta, _result, _seconds in results]
+    assert len(indices) == 60 and len(set(indices)) == 60, indices
+    assert dispatch.decision.mode == "edge", [e.message for e in events]
+    away = where(results)[20:].count("cloud")
+    assert 10 <= away <= 30, (where(results), dispatch.stats())
+    said = [e for e in events if e.kind is StatusKind.OFFLOAD_THROUGHPUT]
+    assert said and 0.25 < said[0].data["share"] < 0.7 and said[0].data["mode"] == "cloud", [e.message for e in said]
+    assert "frames come every" in said[0].message
+    assert 0.25 < dispatch.stats()["throughput_share"] < 0.7
+
+
+def test_a_long_round_trip_still_carries_every_frame_at_the_cameras_pace(
+    worker: OffloadWorker, edge: Edge, proxy: ThrottlingProxy
+) -> None:
+    # given a 200 ms round trip: three frames of a 15 FPS camera are on their way at any time
+    proxy.set(delay_s=0.1)
+    dispatch = edge(fixed="cloud")
+    # when
+    results = stream(dispatch, 30)
+    # then the requests do not wait for each other's PUBACK: the cloud computes the frames within the deadline
+    exactly_once(results, 30)
+    assert where(results)[5:].count("cloud") >= 22, (where(results), dispatch.stats())
+    assert dispatch.stats()["fallbacks"].get("deadline", 0) <= 2, dispatch.stats()
+
+
+def test_throughput_mode_can_be_turned_off(worker: OffloadWorker, edge: Edge, proxy: ThrottlingProxy) -> None:
+    proxy.set(delay_s=0.1)
+    dispatch = edge(throughput=False)
+    results = stream(dispatch, 20, live=True)
+    assert set(where(results)) == {"edge"}
 
 
 def test_a_fast_link_offloads_and_a_slow_one_keeps_frames_on_the_edge(

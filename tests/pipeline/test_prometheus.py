@@ -64,6 +64,7 @@ OFFLOAD = {
     "bandwidth_mbps": 19.5,
     "rtt_ms": 21.0,
     "cloud_ms": {"cloud": 14.2},
+    "throughput_share": 0.4,
 }
 
 
@@ -89,7 +90,9 @@ def test_an_offloading_stage_shows_its_mode_share_link_and_cloud_time_in_metrics
     assert 'edge_sdk_offload_frames{computed_at="cloud",stage="inference:0"} 30.0' in metrics
     assert 'edge_sdk_offload_fallbacks{reason="deadline",stage="inference:0"} 2.0' in metrics
     assert 'edge_sdk_offload_link{quantity="bandwidth_mbps",stage="inference:0"} 19.5' in metrics
+    assert 'edge_sdk_offload_throughput_share{stage="inference:0"} 0.4' in metrics
     console = Console(width=160, record=True)
     console.print(render_snapshot(snapshot))
     text = console.export_text()
     assert "edge 12, cloud 30" in text and "19.5 Mbit/s" in text and "cloud 14 ms" in text and "deadline 2" in text
+    assert "40% away" in text

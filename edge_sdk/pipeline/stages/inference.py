@@ -49,6 +49,8 @@ class DispatchPlan:
     config: PipelineConfig
     profile: DeviceProfile
     cache_dir: Path | None
+    workers: int = 1
+    """Inference workers sharing the sources' frames."""
 
 
 def run_inference(plan: InferencePlan) -> None:
@@ -83,7 +85,7 @@ def _dispatch(plan: InferencePlan, infer: FrameInference, link: StageLink) -> Fr
     if plan.dispatch is None:
         return LocalDispatch(infer)
     where = plan.dispatch
-    return make_dispatch(where.config, where.profile, where.cache_dir, infer, plan.worker, link.report)
+    return make_dispatch(where.config, where.profile, where.cache_dir, infer, plan.worker, link.report, where.workers)
 
 
 def _serve(rings: list[FrameRing], plan: InferencePlan, link: StageLink, reporter: Reporter, batcher: Batcher) -> None:
