@@ -8,11 +8,11 @@ the message's last byte left, and the link serialises the messages: a request's 
 from when it could start (sent, and one RTT before the previous PUBACK: the previous request's bytes
 had left then) to one RTT before its PUBACK. A small probe (the offload counters, QoS 1, on the
 device's own telemetry topic) is acknowledged in one round trip: the RTT. A PUBACK alone cannot tell
-the two apart, so a probe goes out whenever the RTT sample is over a second old, once the requests on
-their way are acknowledged (a queue ahead of it would count as round trip), so at most one RTT's
-pause a second. While no request has measured the bandwidth for two seconds (the edge mode sends
-none), the idle probe is padded to PROBE_BYTES so its PUBACK does: 64 kbit/s at most, and only while
-idle.
+the two apart, so a probe goes out whenever the RTT sample is over a second old and no request is on
+its way (a queue ahead of it would count as round trip): between requests, waiting at most
+PROBE_DRAIN_S for those on their way. While no request has measured the bandwidth for two seconds
+(the edge mode sends none), the idle probe is padded to PROBE_BYTES so its PUBACK does: 64 kbit/s at
+most, and only while idle.
 
 A broker that is down when the pipeline starts is not an error: the connection is made in the
 background with the broker file's reconnect policy, and until then (or while it is lost) every
@@ -49,6 +49,10 @@ PROBE_EVERY_S = 0.5
 RTT_STALE_S = 1.0
 BANDWIDTH_STALE_S = 2.0
 PROBE_BYTES = 16 * 1024
+PROBE_DRAIN_S = 0.05
+"""How long a stale RTT holds the next request back for the requests on their way to be acknowledged,
+so that the probe's round trip has no queue ahead of it; a link busier than that keeps its last RTT
+(the modes' own answers then correct what the estimate misses)."""
 MIN_TRANSFER_S = 0.001
 PUBLISH_PATIENCE_S = 5.0
 WINDOW = 8
@@ -216,7 +220,7 @@ class RemoteLink:
                 continue
             if item is None:
                 return
-            if time.monotonic() - self._rtt_at > RTT_STALE_S and self._drained():
+            if time.monotonic() - self._rtt_at > RTT_STALE_S and self._drained(wait_s=PROBE_DRAIN_S):
                 self._probe(probe_topic)
             self._window.acquire()
             with self._settled:
@@ -235,9 +239,8 @@ class RemoteLink:
                 continue
             self._sent.put(_Sent(item, pending, started))
 
-    def _drained(self, wait_s: float = PUBLISH_PATIENCE_S) -> bool:
-        """Wait up to `wait_s` until no request is on its way (each is waited for until its deadline at most);
-        False if some still are."""
+    def _drained(self, wait_s: float) -> bool:
+        """Wait up to `wait_s` until no request is on its way; False if some still are."""
         with self._settled:
             return self._settled.wait_for(lambda: self._on_the_way == 0, wait_s)
 
