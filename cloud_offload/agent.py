@@ -141,7 +141,7 @@ class OffloadDispatch:
         self._credit = ShareCredit()
         self.throughput_share = 0.0
         """The share of frames sent away because the edge cannot keep pace (throughput.py); 0 while it can."""
-        self.workers = context.workers
+        self.workers, self.live_sources = context.workers, context.live_sources
         self.counts: Counter[str] = Counter()
         self.link = RemoteLink(broker, device, self._on_answer, self.stats)
         self.link.start()
@@ -155,7 +155,8 @@ class OffloadDispatch:
                 interval = now - self._last_submit
                 self._frame_interval_s += FRAME_INTERVAL_WEIGHT * (interval - self._frame_interval_s)
             self._last_submit = now
-            self._pace.add(frame.meta)
+            if frame.meta.source in self.live_sources:
+                self._pace.add(frame.meta)
             mode = self._choose(now)
             if mode is not self.edge and self._send(frame, queued, mode, now):
                 continue
@@ -508,10 +509,9 @@ class OffloadDispatch:
 
         split = split_model_of(context.config, cache)
         wanted = None if self.settings.cuts == "auto" else self.settings.cuts
-        outputs = {value.name for value in split.graph.graph.output}
         for candidate in split_candidates(split, wanted):
-            if set(candidate.measured.cut.tensors) >= outputs:
-                continue  # the cut after the last node: nothing is left for the tail to do
+            if wanted is None and candidate.trivial_tail:
+                continue  # the cut after a detector's NMS: the edge has done the work, the link only adds
             engine = prepare_split(split, candidate, "head", context.profile, cache)
             runner = engine.open(threads=1, share_cpu=True)
             runner.activate()

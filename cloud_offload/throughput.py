@@ -2,10 +2,10 @@
 frames the edge cannot keep up with goes to the fastest remote mode, although it takes longer per
 frame than the edge would: such a frame would otherwise wait, or be dropped by a live source's ring.
 
-The pace comes from the frames themselves: each carries its source's frame number and capture time,
-so a live camera whose frames are dropped before inference still shows its own pace (numbers skip).
-A file source read ahead is paced by the edge itself (its frames are written as slots free up), so
-its pace never exceeds the edge's and throughput mode stays off for it.
+The pace comes from the frames of live sources (cameras, streams): each carries its source's frame
+number and capture time, so a camera whose frames are dropped before inference still shows its own
+pace (numbers skip). A file read ahead is paced by the edge itself (its frames are written as slots
+free up), so it never counts.
 """
 
 from __future__ import annotations

@@ -44,6 +44,8 @@ class DispatchContext:
     on_status: StatusCallback
     workers: int = 1
     """How many inference workers share the sources' frames (this one among them)."""
+    live_sources: frozenset[str] = frozenset()
+    """The sources whose frames arrive in real time (cameras, streams), not read ahead (files)."""
 
 
 class PipelineExtension(Protocol):
@@ -86,9 +88,12 @@ def make_dispatch(
     worker: int,
     on_status: StatusCallback,
     workers: int = 1,
+    live_sources: frozenset[str] = frozenset(),
 ) -> FrameDispatch:
     """The pipeline's dispatch: its extension's when its file has an `offload:` section, else local."""
     if config.offload is None:
         return LocalDispatch(local)
-    context = DispatchContext(config, config.offload, profile, cache_dir, local, worker, on_status, workers)
+    context = DispatchContext(
+        config, config.offload, profile, cache_dir, local, worker, on_status, workers, live_sources
+    )
     return pipeline_extension("offload").dispatch(context)

@@ -76,7 +76,8 @@ def run_inline(
         if starting:
             sinks.open()
         infer = FrameInference(engine, models.input_name, feed, postprocess)
-        dispatch = make_dispatch(config, profile, cache.root if cache else None, infer, 0, on_status)
+        live = frozenset(source.name for source in sources if source.is_live)
+        dispatch = make_dispatch(config, profile, cache.root if cache else None, infer, 0, on_status, 1, live)
         stack.callback(dispatch.close)
         deliver = FrameDelivery(cascade, sinks)
         in_flight: dict[tuple[str, int], tuple[np.ndarray, float]] = {}

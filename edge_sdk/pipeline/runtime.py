@@ -177,6 +177,7 @@ class PipelineRuntime:
             stages.append(self._stage(f"capture:{self._source_names[index]}", "capture", index, run_capture, capture))
         names = tuple(self._source_names)
         workers, threads = inference_layout(runtime, self.profile)
+        live = frozenset(name for name, handle in zip(names, handles, strict=True) if handle.live)
         for worker in range(workers):
             inference = InferencePlan(
                 worker=worker,
@@ -192,7 +193,7 @@ class PipelineRuntime:
                 batch_size=runtime.batch_size,
                 batch_timeout=runtime.batch_timeout_ms / 1000,
                 report_seconds=every,
-                dispatch=DispatchPlan(config, self.profile, self.cache.root if self.cache else None, workers)
+                dispatch=DispatchPlan(config, self.profile, self.cache.root if self.cache else None, workers, live)
                 if config.offload is not None
                 else None,
             )

@@ -52,16 +52,16 @@ DETECTOR = {
 
 
 class SlowEdge:
-    """The pipeline's engine, EDGE_MS slower a frame: a weak edge box."""
+    """The pipeline's engine, `edge_ms` slower a frame: a weak edge box."""
 
-    def __init__(self, runner: Any):
-        self.runner = runner
+    def __init__(self, runner: Any, edge_ms: float = EDGE_MS):
+        self.runner, self.edge_ms = runner, edge_ms
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.runner, name)
 
     def infer(self, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        time.sleep(EDGE_MS / 1000)
+        time.sleep(self.edge_ms / 1000)
         outputs: dict[str, np.ndarray] = self.runner.infer(feed)
         return outputs
 
@@ -106,7 +106,13 @@ def edge(
 ) -> Iterator[Edge]:
     opened: list[tuple[OffloadDispatch, Any]] = []
 
-    def open_edge(events: list[StatusEvent] | None = None, port: int | None = None, **offload: Any) -> OffloadDispatch:
+    def open_edge(
+        events: list[StatusEvent] | None = None,
+        port: int | None = None,
+        live: bool = False,
+        edge_ms: float = EDGE_MS,
+        **offload: Any,
+    ) -> OffloadDispatch:
         broker_file = tmp_path / "broker.yaml"
         broker_file.write_text(yaml.safe_dump({"host": "127.0.0.1", "port": port or proxy.port}))
         settings = {"broker": str(broker_file), "device": DEVICE, "modes": ["edge", "cloud"], **offload}
@@ -117,13 +123,15 @@ def edge(
         runner = models.primary.open()
         runner.activate()
         local = FrameInference(
-            SlowEdge(runner),  # type: ignore[arg-type]
+            SlowEdge(runner, edge_ms),  # type: ignore[arg-type]
             models.input_name,
             frame_feed(models.preprocess, models.engine_input),
             build_postprocessor(config.postprocess),
         )
         record = events.append if events is not None else (lambda event: None)
-        context = DispatchContext(config, config.offload, cpu_profile, cache.root, local, 0, record)
+        context = DispatchContext(
+            config, config.offload, cpu_profile, cache.root, local, 0, record, 1, LIVE if live else frozenset()
+        )
         dispatch = OffloadDispatch(context)
         opened.append((dispatch, runner))
         wait_until(lambda: dispatch.link.connected and dispatch.link.workers(), 10, "the agent to see a worker")
@@ -137,6 +145,9 @@ def edge(
 
 
 FRAMES = scene_frames(8)
+LIVE = frozenset({"cam"})
+"""The test camera as a live source, whose frames' numbers and times pace throughput mode: for
+edge(live=True) with stream(live=True); other tests submit frames when the edge is ready, as a file."""
 
 
 def stream(
@@ -147,7 +158,7 @@ def stream(
     numbers: the frames a live source's ring dropped meanwhile); else the frames are 0..count-1."""
     submitted: dict[int, float] = {}
     results: list[tuple[FrameMeta, Result, float]] = []
-    started = time.monotonic()
+    started, started_wall = time.monotonic(), time.time()
 
     def take(wait_s: float = 0.0) -> None:
         for meta, result in dispatch.collect(wait_s):
@@ -158,7 +169,8 @@ def stream(
         during(step)
         index = max(step, int((time.monotonic() - started) * FPS), max(submitted, default=-1) + 1) if live else step
         image = FRAMES[index % len(FRAMES)]
-        frame = Frame(FrameMeta("cam", index, started + index / FPS, image.shape[1], image.shape[0]), image)
+        taken = started_wall + index / FPS if live else time.time()  # a live camera's capture time, else now
+        frame = Frame(FrameMeta("cam", index, taken, image.shape[1], image.shape[0]), image)
         submitted[index] = time.monotonic()
         dispatch.submit([frame], [0.0])
         take()
@@ -185,7 +197,7 @@ def test_an_edge_that_cannot_keep_pace_sends_the_share_it_cannot_compute_away(
     # frames here, while the camera brings one every 67 ms
     proxy.set(delay_s=0.1)
     events: list[StatusEvent] = []
-    dispatch = edge(events)
+    dispatch = edge(events, live=True)
     # when frames come live (numbers skip while the edge is busy)
     results = stream(dispatch, 60, live=True)
     # then each frame taken has one result, and about (120 - 67) / 120 of them went to the cloud
@@ -216,7 +228,7 @@ def test_a_long_round_trip_still_carries_every_frame_at_the_cameras_pace(
 
 def test_throughput_mode_can_be_turned_off(worker: OffloadWorker, edge: Edge, proxy: ThrottlingProxy) -> None:
     proxy.set(delay_s=0.1)
-    dispatch = edge(throughput=False)
+    dispatch = edge(live=True, throughput=False)
     results = stream(dispatch, 20, live=True)
     assert set(where(results)) == {"edge"}
 
@@ -225,10 +237,12 @@ def test_a_fast_link_offloads_and_a_slow_one_keeps_frames_on_the_edge(
     worker: OffloadWorker, edge: Edge, proxy: ThrottlingProxy
 ) -> None:
     events: list[StatusEvent] = []
-    dispatch = edge(events)
+    # an edge twice as slow as the others' here: the worker shares these two cores with the rest of the
+    # suite, and a busy moment must not make its cloud look slower than the edge
+    dispatch = edge(events, edge_ms=2 * EDGE_MS)
     fast = stream(dispatch, 40)
     exactly_once(fast, 40)
-    assert where(fast)[-15:].count("cloud") >= 14, where(fast)
+    assert where(fast)[-15:].count("cloud") >= 14, (where(fast), dispatch.stats(), [e.message for e in events])
     # the cloud finds what the edge finds on the same frames (the same model, a JPEG in between)
     cloud = sum(len(result.detections) for _meta, result, _s in fast[-8:] if result.computed_at == "cloud")
     here = sum(
@@ -238,7 +252,7 @@ def test_a_fast_link_offloads_and_a_slow_one_keeps_frames_on_the_edge(
     )
     assert here > 0 and abs(cloud - here) <= 1, (cloud, here)
 
-    proxy.set(bandwidth_bps=0.5e6)  # a 25 KB JPEG now takes 400 ms, the edge 160
+    proxy.set(bandwidth_bps=0.5e6)  # a 25 KB JPEG now takes 400 ms, the edge 280
     changed = time.monotonic()
     slow = stream(dispatch, 40)
     exactly_once(slow, 40)

@@ -51,6 +51,8 @@ class DispatchPlan:
     cache_dir: Path | None
     workers: int = 1
     """Inference workers sharing the sources' frames."""
+    live_sources: frozenset[str] = frozenset()
+    """Sources whose frames arrive in real time."""
 
 
 def run_inference(plan: InferencePlan) -> None:
@@ -85,7 +87,9 @@ def _dispatch(plan: InferencePlan, infer: FrameInference, link: StageLink) -> Fr
     if plan.dispatch is None:
         return LocalDispatch(infer)
     where = plan.dispatch
-    return make_dispatch(where.config, where.profile, where.cache_dir, infer, plan.worker, link.report, where.workers)
+    return make_dispatch(
+        where.config, where.profile, where.cache_dir, infer, plan.worker, link.report, where.workers, where.live_sources
+    )
 
 
 def _serve(rings: list[FrameRing], plan: InferencePlan, link: StageLink, reporter: Reporter, batcher: Batcher) -> None:
