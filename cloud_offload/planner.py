@@ -20,7 +20,8 @@ by ONNX Runtime on the CPU in FP32 on the host-preprocessed frames (the equivale
 with the engines' metric (backends/int8/accuracy.compare_outputs: matched boxes for a detector, top-1
 for a classifier, cosine otherwise) and judged by the equivalence gate's thresholds of the edge
 profile. A row that fails them is refused, as is a cut whose tail computes almost nothing (the cut
-after a detector's NMS: the edge has done all the work, and the link only adds).
+after a detector's NMS: the edge has done all the work, and the link only adds; the rule the agent
+follows too, split_engines.TRIVIAL_TAIL_SHARE).
 """
 
 from __future__ import annotations
@@ -67,8 +68,6 @@ from .split_engines import SplitCandidate, SplitModel, prepare_split, sample_fee
 
 QUALITIES = (50, 75, 90)
 PRECISIONS: tuple[tensor_codec.Precision, ...] = ("fp16", "int8")
-TRIVIAL_TAIL_SHARE = 0.05
-"""A tail under this share of the whole model's time on the cloud profile computes nothing of note."""
 REFERENCE = "the model after the graph passes, ONNX Runtime CPU FP32, frames preprocessed on the host"
 PROGRESS = "offload plan"
 T = TypeVar("T")
@@ -252,7 +251,6 @@ def _split_rows(
         _answers, tail_alone = timed(
             crossing, context.warmup, context.repeats, lambda tensors: with_time(tail_runner.infer, dict(tensors))
         )
-        trivial = statistics.median(tail_alone) < TRIVIAL_TAIL_SHARE * whole_cloud_ms
         for precision in precisions:
             sizes: list[int] = []
             outputs: list[Outputs] = []
@@ -279,10 +277,12 @@ def _split_rows(
             )
             accuracy, failures = context.judge([each for _size, each in answers], f"{candidate.name} {precision}")
             refused = None
-            if trivial:
+            if candidate.trivial_tail:
+                assert candidate.tail_share is not None
                 refused = (
-                    f"the tail computes almost nothing ({statistics.median(tail_alone):.2f} ms of the whole model's "
-                    f"{whole_cloud_ms:.1f} ms on {cloud_profile.name}): the edge has done the work, the link only adds"
+                    f"the tail computes almost nothing ({candidate.tail_share:.1%} of the model's time in its per-layer "
+                    f"profile; {statistics.median(tail_alone):.2f} ms of the whole model's {whole_cloud_ms:.1f} ms on "
+                    f"{cloud_profile.name}): the edge has done the work, the link only adds"
                 )
             elif failures:
                 refused = f"accuracy: {'; '.join(failures)}"

@@ -37,7 +37,20 @@ from edge_sdk.pipeline.config import PipelineConfig
 from edge_sdk.pipeline.engine_setup import pipeline_input
 from edge_sdk.profiles.model import DeviceProfile
 
-from .partition import MeasuredCut, cut_points, measure_cuts, split_model, useful_cuts
+from .dag_cuts import min_cuts
+from .node_profile import node_times_ms
+from .partition import (
+    Cut,
+    MeasuredCut,
+    computed_tensors,
+    cut_points,
+    head_cut,
+    measure_cuts,
+    measure_tensors,
+    node_reads,
+    split_model,
+    useful_cuts,
+)
 from .protocol import model_key, tail_part
 
 Side = Literal["head", "tail"]
@@ -58,11 +71,23 @@ class SplitModel:
     preprocess: Preprocessor
 
 
+TRIVIAL_TAIL_SHARE = 0.1
+"""A tail under this share of the model's time (its per-layer profile) computes too little to be worth
+the link's round trip: the edge has done the work (the cut after a detector's NMS, 0 %, or inside its
+box predictor, 5 %). Neither the agent nor the planner offers such a cut."""
+
+
 @dataclass(frozen=True)
 class SplitCandidate:
     part: str
     """The tail's part name on the wire."""
     measured: MeasuredCut
+    tail_share: float | None = None
+    """The tail's share of the whole model's time in the per-layer profile (node_profile.py); None unprofiled."""
+
+    @property
+    def trivial_tail(self) -> bool:
+        return self.tail_share is not None and self.tail_share < TRIVIAL_TAIL_SHARE
 
     @property
     def name(self) -> str:
@@ -94,14 +119,22 @@ def sample_feed(split: SplitModel, frame: np.ndarray | None = None) -> dict[str,
 
 def split_candidates(split: SplitModel, wanted: Sequence[str] | None = None) -> list[SplitCandidate]:
     """The cuts worth considering: with `wanted` (tensor names), the cuts that send exactly one of
-    them; else every cut that sends fewer bytes than each earlier cut and than the model's input."""
+    them; else every cut that sends fewer bytes than each cut with less edge work and than the model's
+    input. A chain's cuts are the prefixes of its node order; a branched model's also its minimum cuts
+    (dag_cuts.py). The edge work is each head's time in the per-layer profile of the model on this
+    host's CPU (node_profile.py), which also gives each tail's share (`SplitCandidate.trivial_tail`)."""
     cuts = cut_points(split.graph)
     if not cuts:
         return []
     feed = sample_feed(split)
-    measured = measure_cuts(split.graph, cuts, feed)
+    samples = measure_tensors(split.graph, feed, computed_tensors(split.graph))
+    node_ms = node_times_ms(split.graph, feed)
+    if any(len(cut.tensors) > 1 for cut in cuts):
+        tensor_bytes = {name: sample.bytes for name, sample in samples.items()}
+        cuts = _distinct([*cuts, *min_cuts(split.graph, node_ms, tensor_bytes)])
+    measured = measure_cuts(split.graph, cuts, feed, samples)
     if wanted is None:
-        chosen = useful_cuts(measured, sum(array.nbytes for array in feed.values()))
+        chosen = useful_cuts(measured, sum(array.nbytes for array in feed.values()), node_ms)
     else:
         by_tensor: dict[str, MeasuredCut] = {}
         for m in measured:  # a cut is named by its largest tensor; the first cut that sends it
@@ -113,7 +146,42 @@ def split_candidates(split: SplitModel, wanted: Sequence[str] | None = None) -> 
                 f"(`edge-sdk offload plan` lists the cuts)"
             )
         chosen = [by_tensor[name] for name in wanted]
-    return [SplitCandidate(tail_part(m.cut.tensors), m) for m in chosen]
+    total = sum(node_ms) or 1.0
+    return [
+        SplitCandidate(tail_part(m.cut.tensors), m, 1 - sum(node_ms[i] for i in m.cut.head) / total) for m in chosen
+    ]
+
+
+def candidate_of_tensors(split: SplitModel, tensors: Sequence[str]) -> SplitCandidate | None:
+    """The cut that sends exactly `tensors` (a request's, in its order), measured; None when no head of
+    the model hands the rest of it exactly those."""
+    graph = split.graph.graph
+    producer = {out: index for index, node in enumerate(graph.node) for out in node.output}
+    if not tensors or any(name not in producer for name in tensors):
+        return None
+    head: set[int] = set()
+    pending = [producer[name] for name in tensors]
+    while pending:  # everything the tensors are computed from
+        index = pending.pop()
+        if index not in head:
+            head.add(index)
+            pending += [producer[name] for name in node_reads(graph.node[index]) if name in producer]
+    cut = head_cut(split.graph, frozenset(head))
+    inputs = {value.name for value in graph.input}
+    tail_reads_input = any(node_reads(node) & inputs for index, node in enumerate(graph.node) if index not in head)
+    if set(cut.tensors) != set(tensors) or tail_reads_input:
+        return None
+    cut = Cut(cut.head, tuple(tensors), cut.after)
+    [measured] = measure_cuts(split.graph, [cut], sample_feed(split))
+    return SplitCandidate(tail_part(cut.tensors), measured)
+
+
+def _distinct(cuts: Sequence[Cut]) -> list[Cut]:
+    """One cut per set of crossing tensors (the same tensors make the same head and tail), the first."""
+    seen: dict[frozenset[str], Cut] = {}
+    for cut in cuts:
+        seen.setdefault(frozenset(cut.tensors), cut)
+    return list(seen.values())
 
 
 def prepare_split(

@@ -37,7 +37,7 @@ from edge_sdk.profiles import DeviceProfile
 
 from . import tensor_codec
 from .frame_codec import MAX_PIXELS
-from .protocol import DEFAULT_GROUP, WHOLE, WorkerLoad, load_topic, worker_subscription
+from .protocol import DEFAULT_GROUP, RESERVED_PREFIX, WHOLE, WorkerLoad, load_topic, worker_subscription
 from .tensor_codec import PayloadError, TensorPayload
 from .worker_batches import Counters, LoadMeter, RateLimitedLog, Request, RequestQueue, WorkerStats
 from .worker_models import Outcome, ServedModel, TailRunner, load_model
@@ -45,7 +45,8 @@ from .worker_wire import Refused, SharedSubscriber, check_request, error_answer,
 
 log = logging.getLogger("cloud_offload.worker")
 
-TailBuilder = Callable[[str, str], TailRunner | None]
+TailBuilder = Callable[[str, str, Sequence[str]], TailRunner | None]
+"""(model key, part, the cut's tensors as a request names them) -> the tail, or None for no such cut."""
 """(model key, part) -> the tail's runner, or None when this worker cannot make that tail. Called on a
 thread of its own the first time a part is asked for; until it returns, requests get "tail not ready"."""
 
@@ -189,8 +190,9 @@ class OffloadWorker:
             raise ConfigError(f"model {key} is not served here (served: {', '.join(sorted(self.models)) or 'none'})")
         self.models[key].add_tail(part, runner, warm_up)
 
-    def tail_for(self, key: str, part: str) -> TailRunner | None:
-        """The tail's runner when it is ready; else None, and its build started once if a builder is set."""
+    def tail_for(self, key: str, part: str, tensors: Sequence[str] = ()) -> TailRunner | None:
+        """The tail's runner when it is ready; else None, and its build started once if a builder is set
+        (`tensors`: the cut's tensors, as a request for the tail names them)."""
         served = self.models.get(key)
         runner = served.tail(part) if served is not None else None
         if runner is not None or served is None or self.tail_builder is None:
@@ -199,15 +201,17 @@ class OffloadWorker:
             if (key, part) in self._building:
                 return None
             self._building[key, part] = None
-        builder = threading.Thread(target=self._build_tail, args=(key, part), name=f"offload-tail-{part}", daemon=True)
+        builder = threading.Thread(
+            target=self._build_tail, args=(key, part, tuple(tensors)), name=f"offload-tail-{part}", daemon=True
+        )
         self._builders.append(builder)
         builder.start()
         return None
 
-    def _build_tail(self, key: str, part: str) -> None:
+    def _build_tail(self, key: str, part: str, tensors: Sequence[str]) -> None:
         assert self.tail_builder is not None
         try:
-            runner = self.tail_builder(key, part)
+            runner = self.tail_builder(key, part, tensors)
             if runner is None:
                 raise LookupError(f"no cut of model {key} has the part name {part}")
             self.add_tail(key, part, runner)
@@ -254,7 +258,8 @@ class OffloadWorker:
         if served is None:
             self._answer_error(request, f"unknown model {address.model_key}")
             return
-        if address.part != WHOLE and self.tail_for(address.model_key, address.part) is None:
+        cut = [name for name in payload.tensors if not name.startswith(RESERVED_PREFIX)]
+        if address.part != WHOLE and self.tail_for(address.model_key, address.part, cut) is None:
             with self._lock:
                 failed = self._building.get((address.model_key, address.part))
             self._answer_error(request, "tail not ready" + (f" ({failed})" if failed else ""))

@@ -2,8 +2,9 @@
 edge first asks for one (`OffloadWorker`'s tail builder), and the useful ones built at start.
 
 Part names are the edge's (`protocol.tail_part` of the crossing tensors): the worker cuts the same
-graph (split_engines.py) and measures every cut once per model, so any cut an edge may choose,
-`auto` or named in its `offload.cuts`, maps to its tail here.
+graph (split_engines.py). Every prefix cut and the worker's own useful cuts are known by name; a cut
+the edge chose otherwise (a minimum cut weighed by the edge's own per-layer profile) is found from
+the tensors its request carries, which name the cut, and checked against the part name.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from .protocol import model_key, tail_part
 from .split_engines import (
     SplitCandidate,
     SplitModel,
+    candidate_of_tensors,
     head_outputs,
     prepare_split,
     sample_feed,
@@ -66,23 +68,29 @@ class SplitTails:
         self._lock = threading.Lock()
         self._stack = ExitStack()
 
-    def __call__(self, key: str, part: str) -> TailRunner | None:
-        """The tail `part` of model `key`, open; None when no cut of it has that name."""
+    def __call__(self, key: str, part: str, tensors: Sequence[str] = ()) -> TailRunner | None:
+        """The tail `part` of model `key`, open; None when no cut of it has that name (`tensors`: what the
+        request for it carries, the cut's tensors)."""
         found = self._cuts(key)
-        if found is None or part not in found[1]:
+        if found is None:
             return None
         split, candidates = found
-        engine = prepare_split(split, candidates[part], "tail", self.profile, self.cache)
+        candidate = candidates.get(part)
+        if candidate is None and tensors and tail_part(tensors) == part:
+            candidate = candidate_of_tensors(split, tensors)
+        if candidate is None:
+            return None
+        engine = prepare_split(split, candidate, "tail", self.profile, self.cache)
         runner = self._stack.enter_context(engine.open(threads=self.threads))
-        return SampledTail(runner, head_outputs(split, candidates[part], scene_frames(1))[0])
+        return SampledTail(runner, head_outputs(split, candidate, scene_frames(1))[0])
 
     def useful(self, key: str) -> list[str]:
-        """The parts an edge picks with `cuts: auto` (they send less than every earlier cut)."""
+        """The parts an edge on this host's CPU picks with `cuts: auto` (they send less than every cut
+        with less edge work, and their tails compute something)."""
         found = self._cuts(key)
         if found is None:
             return []
-        outputs = {value.name for value in found[0].graph.graph.output}
-        return [c.part for c in split_candidates(found[0]) if not set(c.measured.cut.tensors) >= outputs]
+        return [c.part for c in split_candidates(found[0]) if not c.trivial_tail]
 
     def close(self) -> None:
         self._stack.close()
@@ -96,5 +104,6 @@ class SplitTails:
                 split = split_model_of(config, self.cache)
                 measured = measure_cuts(split.graph, cut_points(split.graph), sample_feed(split))
                 parts = {tail_part(m.cut.tensors): SplitCandidate(tail_part(m.cut.tensors), m) for m in measured}
+                parts |= {candidate.part: candidate for candidate in split_candidates(split)}
                 self._splits[key] = (split, parts)
             return self._splits[key]

@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -347,10 +347,10 @@ def test_a_tail_builder_is_asked_once_and_its_tail_served_when_ready(
     measured = next(m for m in measure_cuts(graph, cut_points(graph), feed) if m.cut.tensors == ("pool",))
     _head, tail = split_model(graph, measured)
     part = protocol.tail_part(measured.cut.tensors)
-    asked: list[tuple[str, str]] = []
+    asked: list[tuple[str, str, tuple[str, ...]]] = []
 
-    def build(key: str, wanted: str) -> OrtTail | None:
-        asked.append((key, wanted))
+    def build(key: str, wanted: str, tensors: Sequence[str]) -> OrtTail | None:
+        asked.append((key, wanted, tuple(tensors)))
         time.sleep(0.3)
         return OrtTail(tail) if wanted == part else None
 
@@ -369,7 +369,7 @@ def test_a_tail_builder_is_asked_once_and_its_tail_served_when_ready(
             return later.startswith("tail not ready (") and "no cut" in later
 
         wait_until(says_why, 5, "the failed build's reason in the answer", interval=0.2)
-    assert asked == [(key, part), (key, "tail-ffffffffffff")]
+    assert asked == [(key, part, ("pool",)), (key, "tail-ffffffffffff", ("pool",))], "with the cut the request names"
 
 
 def test_a_broker_without_mqtt_v5_is_refused_in_one_line(

@@ -61,11 +61,10 @@ def log(message: str) -> None:
 
 
 def split_variants(fps: float, model: str, folder: Path) -> dict[str, dict[str, Any]]:
-    """label -> the agent's mode name and cut tensor, for each split the agent offers with cuts: auto,
-    less the one after the detector's NMS (its head is the whole model; the planner refuses it)."""
+    """label -> the agent's mode name and cut tensor, for each split the agent offers with cuts: auto
+    (its tails compute something: split_engines.TRIVIAL_TAIL_SHARE leaves out the cut after the NMS)."""
     import numpy as np
 
-    from cloud_offload.partition import split_model
     from cloud_offload.split_engines import largest_tensor, split_candidates, split_model_of
     from edge_sdk.engines.cache import EngineCache
     from edge_sdk.pipeline.config import PipelineConfig
@@ -74,9 +73,8 @@ def split_variants(fps: float, model: str, folder: Path) -> dict[str, dict[str, 
     split = split_model_of(config, EngineCache())
     names: dict[str, tuple[str, int]] = {}
     for candidate in split_candidates(split):
-        head, _tail = split_model(split.graph, candidate.measured)
-        if "NonMaxSuppression" in _ops(head.graph):
-            log(f"left out {candidate.name}: after the NMS (the tail computes nothing)")
+        if candidate.trivial_tail:
+            log(f"left out {candidate.name}: its tail is {candidate.tail_share:.1%} of the model (the agent's rule)")
             continue
         sizes = zip(candidate.measured.shapes, candidate.measured.dtypes, strict=True)
         nbytes = sum(int(np.prod(shape)) * np.dtype(dtype).itemsize for shape, dtype in sizes)
@@ -90,17 +88,6 @@ def split_variants(fps: float, model: str, folder: Path) -> dict[str, dict[str, 
         label = "split@" + (parts[0] if unique else "/".join(parts[:2]))
         out[label] = {"mode": name, "tensor": names[name][0], "cut_bytes_fp32": names[name][1]}
     return out
-
-
-def _ops(graph: Any) -> set[str]:
-    found: set[str] = set()
-    for node in graph.node:
-        found.add(node.op_type)
-        for attribute in node.attribute:
-            subs = [*attribute.graphs, *([attribute.g] if attribute.HasField("g") else [])]
-            for sub in subs:
-                found |= _ops(sub)
-    return found
 
 
 def offload_section(bed: Bed, variant: str, splits: dict[str, dict[str, Any]], deadline_ms: float) -> dict[str, Any]:

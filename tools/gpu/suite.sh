@@ -46,7 +46,7 @@ BENCH_WHEELS=(nvidia-ml-py)
 # The host has these; the newest small wheels go to .gpu/wheels/fallback in case its versions are too old.
 FALLBACK_WHEELS=("pyyaml>=6.0" "click>=8.1" "rich>=13" markdown-it-py mdurl "filelock>=3.12"
   "prometheus-client>=0.17" "pytest>=8" pluggy iniconfig packaging "pytest-timeout>=2.2" "hypothesis>=6.100"
-  sortedcontainers attrs typing-extensions "onnxscript>=0.5" onnx-ir)
+  sortedcontainers attrs typing-extensions "onnxscript>=0.5" onnx-ir "networkx>=3.0")
 NOT_CARRIED=(ruff mypy types-PyYAML imageio-ffmpeg)
 # The broker and its password tool, as paths inside an unpacked Debian root (the first is the broker).
 MOSQUITTO_TOOLS=(usr/sbin/mosquitto usr/bin/mosquitto_passwd)
