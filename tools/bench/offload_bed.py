@@ -134,18 +134,25 @@ class LineLog:
 # --- pipeline files ------------------------------------------------------------------------------------
 
 
-MODELS = ("detector", "resnet18")
-"""The demo detector (SSDLite MobileNetV2, ~0.8 GFLOP) and a ResNet-18-shaped classifier (1.8 GFLOP at 224 px,
-random weights: tools/harness/onnx_models.py), both fed the same camera."""
+MODELS = ("detector", "resnet18", "resnet50")
+"""The demo detector (SSDLite MobileNetV2, ~0.8 GFLOP), a ResNet-18-shaped classifier (1.8 GFLOP at 224 px) and
+a ResNet-50-shaped one at RESNET50_SIZE px (16 GFLOP, about a YOLOv8s's compute at 480 px: a model a 2-core edge
+runs slower than a 15 FPS camera), random weights (tools/harness/onnx_models.py), all fed the same camera."""
+RESNET50_SIZE = 448
+CLASSIFIER_SIZES = {"resnet18": 224, "resnet50": RESNET50_SIZE}
 
 
 def model_file(model: str, folder: Path) -> Path:
     if model == "detector":
         return MODEL
-    from tools.harness.onnx_models import resnet18_like
+    from tools.harness.onnx_models import resnet18_like, resnet50_like
 
-    path = folder / "resnet18.onnx"
-    return path if path.exists() else resnet18_like(path, batch=1)
+    path = folder / f"{model}.onnx"
+    if path.exists():
+        return path
+    if model == "resnet50":
+        return resnet50_like(path, batch=1, size=RESNET50_SIZE)
+    return resnet18_like(path, batch=1)
 
 
 def demo_pipeline(
@@ -159,7 +166,7 @@ def demo_pipeline(
     """pipelines/demo.yaml with absolute paths, one inference worker of one thread, and the demo video's
     frames from the synthetic source it was rendered by (the same photo, path and 300-frame cycle, 640x480),
     paced at `fps` like a live camera (a file source is read as fast as it decodes: no option paces it).
-    `model` resnet18 swaps in the classifier (ImageNet preprocessing, top-5) and keeps the rest."""
+    `model` resnet18 or resnet50 swaps in a classifier (ImageNet preprocessing, top-5) and keeps the rest."""
     pipeline: dict[str, Any] = {
         "name": "demo",
         "model": {"path": str(model_file(model, folder))},
@@ -177,9 +184,10 @@ def demo_pipeline(
         "runtime": {"mode": "processes", "inference_workers": 1, "inference_threads": threads},
         "sinks": [{"type": "jsonl", "path": str(results)}] if results is not None else [],
     }
-    if model == "resnet18":
+    if model in CLASSIFIER_SIZES:
+        side = CLASSIFIER_SIZES[model]
         pipeline["preprocess"] = {
-            "resize": [224, 224],
+            "resize": [side, side],
             "color": "rgb",
             "layout": "nchw",
             "dtype": "float32",

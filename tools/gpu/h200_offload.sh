@@ -4,10 +4,10 @@
 # cores), broker and throttling proxy on the same host. One call per model, after the six calls that
 # staged the onnxruntime-gpu parts in $HOME/stage (see tools/gpu/h200_run.sh), carrying .gpu/wheels,
 # .gpu/mosquitto and .gpu/ort/ort.sha256:
-#   bash tools/gpu/h200_offload.sh detector|resnet18 [more arguments for offload.py]
+#   bash tools/gpu/h200_offload.sh detector|resnet18|resnet50 [more arguments for offload.py]
 # The setup (venv, onnxruntime-gpu, mosquitto) is tools/gpu/suite.sh's; logs and the JSON land in $OUT.
 set -uo pipefail
-model=${1:?usage: $0 detector|resnet18 [offload.py arguments]}
+model=${1:?usage: $0 detector|resnet18|resnet50 [offload.py arguments]}
 shift
 OUT=${OUT:-/tmp/edge-sdk-out}
 mkdir -p "$OUT"
