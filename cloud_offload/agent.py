@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
 import threading
 import time
@@ -44,7 +45,7 @@ from edge_sdk.postprocess import Postprocessor, build_postprocessor
 
 from . import tensor_codec
 from .config import OffloadSettings
-from .cost_model import EDGE, expected_ms
+from .cost_model import EDGE, MAX_UTILISATION, expected_ms, uplink_capacity_fps
 from .decision import Decision
 from .modes import CloudMode, LiveCost, Request, SplitMode, edge_cost
 from .protocol import (
@@ -58,11 +59,14 @@ from .protocol import (
     request_topic,
 )
 from .remote_link import Answer, RemoteLink
-from .throughput import CameraPace, ShareCredit, throughput_share
+from .throughput import ThroughputMode
 
 log = logging.getLogger(__name__)
 
 FRAME_INTERVAL_WEIGHT = 0.1
+THROUGHPUT_UTILISATION = 0.7
+"""The most of the uplink throughput mode keeps busy: its frames wait behind each other 1.2 transfers
+on average there (cost_model's M/D/1 queue), and the link's own traffic has room."""
 SETTLED_REMEMBERED = 1024
 
 
@@ -137,11 +141,7 @@ class OffloadDispatch:
         self._rest_until = 0.0
         self._last_submit: float | None = None
         self._frame_interval_s = 0.0
-        self._pace = CameraPace()
-        self._credit = ShareCredit()
-        self.throughput_share = 0.0
-        """The share of frames sent away because the edge cannot keep pace (throughput.py); 0 while it can."""
-        self.workers, self.live_sources = context.workers, context.live_sources
+        self.throughput = ThroughputMode(context.workers, context.live_sources)
         self.counts: Counter[str] = Counter()
         self.link = RemoteLink(broker, device, self._on_answer, self.stats)
         self.link.start()
@@ -155,10 +155,9 @@ class OffloadDispatch:
                 interval = now - self._last_submit
                 self._frame_interval_s += FRAME_INTERVAL_WEIGHT * (interval - self._frame_interval_s)
             self._last_submit = now
-            if frame.meta.source in self.live_sources:
-                self._pace.add(frame.meta)
-            mode = self._choose(now)
-            if mode is not self.edge and self._send(frame, queued, mode, now):
+            self.throughput.add(frame.meta)
+            mode, expected = self._choose(now)
+            if mode is not self.edge and self._send(frame, queued, mode, now, expected):
                 continue
             self._compute_here(frame, queued, "edge")
 
@@ -196,7 +195,7 @@ class OffloadDispatch:
             "bad_answers": counts["bad_answers"],
             "worker_errors": counts["worker_errors"],
             "away": away,
-            "throughput_share": round(self.throughput_share, 3),
+            "throughput_share": round(self.throughput.share, 3),
             "bandwidth_mbps": round(estimate.bandwidth_bps / 1e6, 3) if estimate.bandwidth_bps else None,
             "rtt_ms": round(estimate.rtt_s * 1000, 2) if estimate.rtt_s else None,
             "cloud_ms": {
@@ -212,10 +211,13 @@ class OffloadDispatch:
 
     # --- the decision ------------------------------------------------------------------------------
 
-    def _choose(self, now: float) -> LiveCost:
-        expected = self._expected(now)
-        if self.settings.fixed is not None:
-            return self.modes[self.settings.fixed] if self.settings.fixed in expected else self.edge
+    def _choose(self, now: float) -> tuple[LiveCost, float]:
+        """The mode of the next frame, and its expected latency (ms)."""
+        if self.settings.fixed is not None:  # each frame as it comes, however many the link carries
+            alone = self._expected(now, 0.0)
+            fixed = self.settings.fixed if self.settings.fixed in alone else EDGE
+            return self.modes[fixed], alone[fixed]
+        expected = self._expected(now, self._frames_per_s())
         switch = self.decision.choose(expected, now)
         if switch is not None:
             log.info("offload %s: %s -> %s: %s", self.subject, switch.previous, switch.mode, switch.reason)
@@ -227,50 +229,52 @@ class OffloadDispatch:
                     data={"mode": switch.mode, "previous": switch.previous},
                 )
             )
-        mode = self.modes[self.decision.mode]
-        if mode is self.edge and self.settings.throughput:
-            return self._throughput_mode(expected)
-        return mode
+        if self.decision.mode == EDGE and self.settings.throughput:
+            return self._throughput_mode(now)
+        return self.modes[self.decision.mode], expected[self.decision.mode]
 
-    def _throughput_mode(self, expected: dict[str, float]) -> LiveCost:
-        """The edge, or for the share of frames the edge cannot keep pace with, the fastest remote mode."""
-        remote = {name: ms for name, ms in expected.items() if name != EDGE}
-        best = min(remote, key=lambda name: remote[name]) if remote else None
-        share = 0.0
-        interval_ms = self._pace.interval_ms(self.workers)
-        if best is not None:
-            share = throughput_share(self.edge.edge_ms.value, self.modes[best].edge_ms.value, interval_ms)
-        self._report_share(share, best, interval_ms)
-        return self.modes[best] if best is not None and self._credit.take(share) else self.edge
+    def _throughput_mode(self, now: float) -> tuple[LiveCost, float]:
+        """The edge, or for the share of frames the edge cannot keep pace with, the fastest remote mode:
+        at most the share of the frames its uplink carries (remote modes' latencies for that share)."""
+        rate = self._frames_per_s()
+        estimate = self.link.estimate()
+        alone = self._expected(now, 0.0)
+        carried = {
+            name: min(
+                1.0,
+                THROUGHPUT_UTILISATION
+                / MAX_UTILISATION
+                * uplink_capacity_fps(self.modes[name].cost(), bandwidth)
+                / rate,
+            )
+            for name in alone
+            if name != EDGE and rate > 0 and (bandwidth := estimate.bandwidth_bps)
+        }
+        remote = {
+            name: value
+            for name, value in self._expected(now, rate * max(carried.values(), default=0.0)).items()
+            if name in carried
+        }
+        own_work = {name: self.modes[name].edge_ms.value for name in remote}
+        picked = self.throughput.pick(self.edge.edge_ms.value, own_work, remote, carried)
+        if self.throughput.news is not None:
+            log.info("offload %s: %s", self.subject, self.throughput.news)
+            data = {"share": round(self.throughput.share, 3), "mode": self.throughput.mode}
+            self.on_status(StatusEvent(StatusKind.OFFLOAD_THROUGHPUT, self.subject, self.throughput.news, data=data))
+        if picked is None:
+            return self.edge, alone[EDGE]
+        return self.modes[picked], remote[picked]
 
-    def _report_share(self, share: float, mode: str | None, interval_ms: float | None) -> None:
-        """A status event when throughput mode starts, stops, or its share moves by 10 points or more."""
-        before = self.throughput_share
-        self.throughput_share = share
-        if (before == 0) == (share == 0) and abs(share - before) < 0.1:
-            self.throughput_share = before  # reported as it was; small moves are not news
-            return
-        edge_ms = self.edge.edge_ms.value
-        if share:
-            message = (
-                f"throughput: {share:.0%} of frames to {mode}: the edge takes {edge_ms:.0f} ms a frame, "
-                f"frames come every {interval_ms:.0f} ms"
-            )
-        else:
-            message = "throughput: every frame on the edge again" + (
-                f": it takes {edge_ms:.0f} ms a frame, frames come every {interval_ms:.0f} ms"
-                if interval_ms
-                else ": no remote mode is available"
-            )
-        log.info("offload %s: %s", self.subject, message)
-        self.on_status(
-            StatusEvent(
-                StatusKind.OFFLOAD_THROUGHPUT, self.subject, message, data={"share": round(share, 3), "mode": mode}
-            )
-        )
+    def _frames_per_s(self) -> float:
+        """Frames reaching this inference worker a second: the live sources' pace, else the submissions'."""
+        interval_ms = self.throughput.pace.interval_ms(self.throughput.workers)
+        if interval_ms is not None:
+            return 1000.0 / interval_ms
+        return 1.0 / self._frame_interval_s if self._frame_interval_s > 0 else 0.0
 
-    def _expected(self, now: float) -> dict[str, float]:
-        """Expected latency (ms) of each mode available now; the edge is always available."""
+    def _expected(self, now: float, frames_per_s: float) -> dict[str, float]:
+        """Expected latency (ms) of each mode available now, with frames sent away at `frames_per_s`;
+        the edge is always available."""
         expected = {EDGE: expected_ms(self.edge.cost(), 1.0, 0.0)}
         estimate = self.link.estimate()
         if (
@@ -286,7 +290,7 @@ class OffloadDispatch:
         if not workers:
             return expected
         if self._cloud is not None:
-            self._cloud.adapt_quality(estimate.bandwidth_bps, self._frame_interval_s)
+            self._cloud.adapt_quality(estimate.bandwidth_bps, 1.0 / frames_per_s if frames_per_s > 0 else 0.0)
         queue_ms = sum(load.queue_ms for load in workers) / len(workers)
         backlog_ms = self.link.backlog_bytes * 8000 / estimate.bandwidth_bps
         for name, mode in self.modes.items():
@@ -302,25 +306,22 @@ class OffloadDispatch:
             if self.link.max_packet_size is not None and cost.up_bytes + 512 > self.link.max_packet_size:
                 self.counts["refused:packet_size"] += 1
                 continue
-            value = expected_ms(cost, estimate.bandwidth_bps, estimate.rtt_s * 1000, queue_ms) + backlog_ms
-            value *= mode.correction_now(now)
+            value = expected_ms(cost, estimate.bandwidth_bps, estimate.rtt_s * 1000, queue_ms, 0.0, frames_per_s)
+            value = (value + backlog_ms) * mode.correction_now(now)
             if value < self.settings.deadline_ms:
                 expected[name] = value
             else:
-                self.counts["refused:deadline"] += 1
+                self.counts["refused:uplink" if value == math.inf else "refused:deadline"] += 1
         return expected
 
     # --- sending and answers -----------------------------------------------------------------------
 
-    def _send(self, frame: Frame, queued_ms: float, mode: LiveCost, now: float) -> bool:
+    def _send(self, frame: Frame, queued_ms: float, mode: LiveCost, now: float, expected: float) -> bool:
         if mode.part == WHOLE:
             assert self._cloud is not None
             request = self._cloud.request(frame.image)
         else:
             request = self._splits[mode.name].request(frame.image)
-        expected = self._expected(now).get(mode.name)
-        if expected is None:
-            return False
         return self._dispatch(frame, queued_ms, mode, request, self.key, now, expected)
 
     def _dispatch(

@@ -19,7 +19,14 @@ where up and down are the request's and the answer's bytes plus a per-message co
 - the edge's queue delays the edge mode only (a remote frame's edge work is short and runs beside the
   engine's queue), the worker's queue the remote modes only;
 - post-processing runs on the edge in every mode (the answer holds the model's raw outputs), so it is
-  left out of every mode alike, and so is decoding the (small) answer.
+  left out of every mode alike, and so is decoding the (small) answer;
+- with frames sent at `frames_per_s` (the agent's; the plan's latencies are of one frame alone), the
+  uplink is busy `utilisation = frames_per_s x up transfer` of the time, and a request waits behind
+  the others `up transfer x utilisation / (2 (1 - utilisation))` (an M/D/1 queue: fixed-size
+  messages arriving at random). A mode that would keep the uplink busier than MAX_UTILISATION is
+  expected to take forever: the link cannot carry it, and the frames would pile up until their
+  deadlines. This is what keeps a mode that saturates the link from looking fast the moment it is
+  left (its backlog drained) and slow the moment it is taken, which made the decision flap.
 
 Per-message overhead (`UP_OVERHEAD_BYTES`, `DOWN_OVERHEAD_BYTES`) is MQTT's: the request's PUBLISH
 header (topic `edge/<device>/offload/req/<model>/<part>`, Response Topic and Correlation Data
@@ -47,6 +54,8 @@ UP_OVERHEAD_BYTES = 128
 """MQTT bytes per exchange sent up besides the request's payload (measured: 127)."""
 DOWN_OVERHEAD_BYTES = 64
 """MQTT bytes per exchange coming down besides the answer's payload (measured: 60)."""
+MAX_UTILISATION = 0.9
+"""The most of the uplink's time a mode may expect to keep busy; beyond it the link cannot carry it."""
 
 
 @dataclass(frozen=True)
@@ -110,20 +119,34 @@ def expected_ms(
     rtt_ms: float,
     cloud_queue_ms: float = 0.0,
     edge_queue_ms: float = 0.0,
+    frames_per_s: float = 0.0,
 ) -> float:
-    """The expected latency of one frame in `cost`'s mode on this link (the model: module docstring)."""
+    """The expected latency of one frame in `cost`'s mode on this link, with frames sent at
+    `frames_per_s` (0: this frame alone); math.inf when the uplink cannot carry them (the model:
+    module docstring)."""
     if not cost.is_remote:
         return edge_queue_ms + cost.edge_ms
     if rtt_ms < 0:
         raise ValueError(f"expected an RTT >= 0 ms, got {rtt_ms}")
+    up = transfer_ms(cost.up_bytes + UP_OVERHEAD_BYTES, bandwidth_bps)
+    utilisation = frames_per_s * up / 1000.0
+    if utilisation > MAX_UTILISATION:
+        return math.inf
+    waiting = up * utilisation / (2.0 * (1.0 - utilisation))
     return (
         cost.edge_ms
-        + transfer_ms(cost.up_bytes + UP_OVERHEAD_BYTES, bandwidth_bps)
+        + waiting
+        + up
         + rtt_ms
         + cloud_queue_ms
         + cost.cloud_ms
         + transfer_ms(cost.down_bytes + DOWN_OVERHEAD_BYTES, bandwidth_bps)
     )
+
+
+def uplink_capacity_fps(cost: ModeCost, bandwidth_bps: float) -> float:
+    """How many of this mode's requests a second the uplink carries at MAX_UTILISATION."""
+    return MAX_UTILISATION * 1000.0 / transfer_ms(cost.up_bytes + UP_OVERHEAD_BYTES, bandwidth_bps)
 
 
 def expected_all(

@@ -28,6 +28,9 @@ if TYPE_CHECKING:  # the graph tools (onnx) load only for a pipeline that splits
 MEAN_WEIGHT = 0.2
 """Weight of the newest sample in a mode's running means."""
 QUALITY_STEP = 5
+QUALITY_UTILISATION = 0.7
+"""`quality: auto` sizes the frame to this share of what the link carries in a frame interval: a link
+kept fully busy queues every frame behind the last (cost_model's M/D/1 wait grows without bound)."""
 CORRECTION_HALF_LIFE_S = 3.0
 
 
@@ -96,7 +99,8 @@ class CloudMode:
     """The frame, downscaled to `max_side` (None: as it is) and encoded; the worker runs it all.
 
     With `quality: auto`, the quality is the highest from max_quality down to min_quality (steps of
-    5) whose frame the link carries within one frame interval, so the link does not queue frames;
+    5) whose frame takes at most QUALITY_UTILISATION of one frame interval on the link, so the link
+    does not queue frames;
     sizes per quality are scaled from the last frame's."""
 
     def __init__(self, settings: ImageSettings, max_side: int | None, sample: np.ndarray, down_bytes: float):
@@ -126,7 +130,7 @@ class CloudMode:
     def adapt_quality(self, bandwidth_bps: float | None, frame_interval_s: float) -> None:
         if self.settings.quality != "auto" or bandwidth_bps is None or frame_interval_s <= 0:
             return
-        budget = bandwidth_bps / 8 * frame_interval_s
+        budget = QUALITY_UTILISATION * bandwidth_bps / 8 * frame_interval_s
         size_now = max(1.0, self.cost.up_bytes.value)
         quality = self.settings.max_quality
         # JPEG's size grows about linearly with quality over 50-95; scale from the current one.

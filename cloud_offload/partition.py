@@ -81,11 +81,6 @@ def cut_points(model: onnx.ModelProto) -> list[Cut]:
     return cuts
 
 
-def is_chain(model: onnx.ModelProto) -> bool:
-    """Whether one tensor crosses at every prefix cut: no branch to cut across."""
-    return all(len(cut.tensors) == 1 for cut in cut_points(model))
-
-
 def head_cut(model: onnx.ModelProto, head: frozenset[int], constant: set[str] | None = None) -> Cut:
     """The cut whose head is these node indices (closed under what they read): what crosses, in the
     order the head produces it."""

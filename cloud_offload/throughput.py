@@ -10,6 +10,8 @@ free up), so it never counts.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Set
+
 from edge_sdk.core.results import FrameMeta
 
 PACE_WEIGHT = 0.1
@@ -72,3 +74,58 @@ class ShareCredit:
             self.credit -= 1.0
             return True
         return False
+
+
+class ThroughputMode:
+    """The agent's throughput mode: the pace of its live sources, the share of frames it sends away,
+    and what a person should hear of it."""
+
+    def __init__(self, workers: int, live_sources: Set[str]) -> None:
+        self.workers, self.live_sources = workers, live_sources
+        self.pace = CameraPace()
+        self._credit = ShareCredit()
+        self.share = 0.0
+        """The share as last reported (a status event each time it starts, stops or moves by 10 points)."""
+        self.mode: str | None = None
+        """The remote mode the share goes to, as last reported."""
+        self.news: str | None = None
+        """What the last pick changed, for a status event; None when nothing worth saying did."""
+
+    def add(self, meta: FrameMeta) -> None:
+        if meta.source in self.live_sources:
+            self.pace.add(meta)
+
+    def pick(
+        self,
+        edge_ms: float,
+        remote_edge_ms: Mapping[str, float],
+        expected_ms: Mapping[str, float],
+        carried: Mapping[str, float] | None = None,
+    ) -> str | None:
+        """The remote mode this frame goes to for throughput (the fastest of `expected_ms`, the available
+        remote modes), or None to keep it on the edge; `remote_edge_ms`: each mode's own edge work;
+        `carried`: the share of the frames each mode's uplink carries (the share is capped at it)."""
+        best = min(expected_ms, key=lambda name: expected_ms[name]) if expected_ms else None
+        interval_ms = self.pace.interval_ms(self.workers)
+        share = 0.0 if best is None else throughput_share(edge_ms, remote_edge_ms[best], interval_ms)
+        if best is not None and carried is not None:
+            share = min(share, carried.get(best, 0.0))
+        self.news = self._news(share, best, edge_ms, interval_ms)
+        return best if best is not None and self._credit.take(share) else None
+
+    def _news(self, share: float, mode: str | None, edge_ms: float, interval_ms: float | None) -> str | None:
+        before = self.share
+        if (before == 0) == (share == 0) and abs(share - before) < 0.1:
+            return None
+        self.share, self.mode = share, mode
+        if share:
+            return (
+                f"throughput: {share:.0%} of frames to {mode}: the edge takes {edge_ms:.0f} ms a frame, "
+                f"frames come every {interval_ms:.0f} ms"
+            )
+        if mode is None or interval_ms is None:
+            return "throughput: every frame on the edge again: no remote mode is available"
+        return (
+            f"throughput: every frame on the edge again: it takes {edge_ms:.0f} ms a frame, "
+            f"frames come every {interval_ms:.0f} ms"
+        )

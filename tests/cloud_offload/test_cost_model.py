@@ -9,12 +9,14 @@ import pytest
 
 from cloud_offload.cost_model import (
     DOWN_OVERHEAD_BYTES,
+    MAX_UTILISATION,
     UP_OVERHEAD_BYTES,
     ModeCost,
     best_mode,
     expected_all,
     expected_ms,
     transfer_ms,
+    uplink_capacity_fps,
 )
 
 EDGE = ModeCost("edge", None, edge_ms=40.0)
@@ -108,3 +110,13 @@ def test_it_is_fast_enough_to_run_for_every_mode_on_every_frame() -> None:
         best_mode(costs, 20e6, 20.0, 3.0, 1.0)
     per_frame_ms = (time.perf_counter() - started) * 1000 / 1000
     assert per_frame_ms < 1.0, f"{per_frame_ms:.3f} ms to choose among 12 modes"
+
+
+def test_frames_sent_faster_than_the_uplink_carries_them_are_expected_to_wait_then_never_to_arrive() -> None:
+    alone = expected_ms(CLOUD, 5e6, 20.0)
+    up_ms = (CLOUD.up_bytes + UP_OVERHEAD_BYTES) * 8 / 5e3
+    half = expected_ms(CLOUD, 5e6, 20.0, frames_per_s=500 / up_ms)  # the uplink busy half the time
+    assert half == pytest.approx(alone + up_ms * 0.5 / (2 * 0.5)), "M/D/1: waits half a transfer on average"
+    assert expected_ms(CLOUD, 5e6, 20.0, frames_per_s=950 / up_ms) == math.inf, "busier than MAX_UTILISATION"
+    assert expected_ms(EDGE, 5e6, 20.0, frames_per_s=1000.0) == expected_ms(EDGE, 5e6, 20.0), "no link, no queue"
+    assert uplink_capacity_fps(CLOUD, 5e6) == pytest.approx(MAX_UTILISATION * 1000 / up_ms)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from cloud_offload.throughput import CameraPace, ShareCredit, throughput_share
+from cloud_offload.throughput import CameraPace, ShareCredit, ThroughputMode, throughput_share
 from edge_sdk.core.results import FrameMeta
 
 
@@ -49,3 +49,18 @@ def test_the_share_is_spread_evenly_over_the_frames() -> None:
     picked = [credit.take(0.25) for _ in range(12)]
     assert picked == [False, False, False, True] * 3
     assert not credit.take(0) and credit.credit == 0, "a share of 0 forgets what was owed"
+
+
+def test_throughput_mode_says_when_it_starts_and_stops_but_not_every_small_move() -> None:
+    mode = ThroughputMode(workers=1, live_sources={"door"})
+    for index in range(3):
+        mode.add(frame("door", index))
+        mode.add(frame("file", index * 7))  # a source read ahead: not a camera's pace
+    picks = [mode.pick(120.0, {"cloud": 2.0}, {"cloud": 150.0}) for _ in range(9)]
+    assert mode.news is None, "no news after the first frame of the spell"
+    assert picks.count("cloud") == 4 and mode.share == pytest.approx((120 - 200 / 3) / 118)
+    mode.pick(125.0, {"cloud": 2.0}, {"cloud": 150.0})
+    assert mode.news is None, "a move of under 10 points is not news"
+    mode.pick(120.0, {"cloud": 2.0}, {})
+    assert mode.news == "throughput: every frame on the edge again: no remote mode is available"
+    assert mode.share == 0 and mode.pick(60.0, {"cloud": 2.0}, {"cloud": 150.0}) is None
