@@ -98,6 +98,20 @@ def head_cut(model: onnx.ModelProto, head: frozenset[int], constant: set[str] | 
     return Cut(head, tuple(dict.fromkeys(crossing)), _node_label(graph.node[last], last))
 
 
+def producers_of(model: onnx.ModelProto, tensors: Iterable[str]) -> frozenset[int]:
+    """Indices of the main-graph nodes that `tensors` are computed from, theirs included."""
+    graph = model.graph
+    producer = {out: index for index, node in enumerate(graph.node) for out in node.output}
+    found: set[int] = set()
+    pending = [producer[name] for name in tensors if name in producer]
+    while pending:
+        index = pending.pop()
+        if index not in found:
+            found.add(index)
+            pending += [producer[name] for name in node_reads(graph.node[index]) if name in producer]
+    return frozenset(found)
+
+
 def measure_tensors(
     model: onnx.ModelProto, feed: Mapping[str, np.ndarray], names: Iterable[str]
 ) -> dict[str, TensorSample]:

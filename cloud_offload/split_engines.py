@@ -48,6 +48,7 @@ from .partition import (
     measure_cuts,
     measure_tensors,
     node_reads,
+    producers_of,
     split_model,
     useful_cuts,
 )
@@ -156,17 +157,11 @@ def candidate_of_tensors(split: SplitModel, tensors: Sequence[str]) -> SplitCand
     """The cut that sends exactly `tensors` (a request's, in its order), measured; None when no head of
     the model hands the rest of it exactly those."""
     graph = split.graph.graph
-    producer = {out: index for index, node in enumerate(graph.node) for out in node.output}
-    if not tensors or any(name not in producer for name in tensors):
+    computed = {out for node in graph.node for out in node.output}
+    if not tensors or any(name not in computed for name in tensors):
         return None
-    head: set[int] = set()
-    pending = [producer[name] for name in tensors]
-    while pending:  # everything the tensors are computed from
-        index = pending.pop()
-        if index not in head:
-            head.add(index)
-            pending += [producer[name] for name in node_reads(graph.node[index]) if name in producer]
-    cut = head_cut(split.graph, frozenset(head))
+    head = producers_of(split.graph, tensors)
+    cut = head_cut(split.graph, head)
     inputs = {value.name for value in graph.input}
     tail_reads_input = any(node_reads(node) & inputs for index, node in enumerate(graph.node) if index not in head)
     if set(cut.tensors) != set(tensors) or tail_reads_input:

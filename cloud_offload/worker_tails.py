@@ -65,6 +65,7 @@ class SplitTails:
         self.profile, self.cache, self.threads = profile, cache, threads
         self._pipelines = {model_key(cache.models.load(c.model.path).sha256, c.preprocess): c for c in pipelines}
         self._splits: dict[str, tuple[SplitModel, dict[str, SplitCandidate]]] = {}
+        self._useful: dict[str, list[str]] = {}
         self._lock = threading.Lock()
         self._stack = ExitStack()
 
@@ -87,10 +88,7 @@ class SplitTails:
     def useful(self, key: str) -> list[str]:
         """The parts an edge on this host's CPU picks with `cuts: auto` (they send less than every cut
         with less edge work, and their tails compute something)."""
-        found = self._cuts(key)
-        if found is None:
-            return []
-        return [c.part for c in split_candidates(found[0]) if not c.trivial_tail]
+        return [] if self._cuts(key) is None else self._useful[key]
 
     def close(self) -> None:
         self._stack.close()
@@ -104,6 +102,8 @@ class SplitTails:
                 split = split_model_of(config, self.cache)
                 measured = measure_cuts(split.graph, cut_points(split.graph), sample_feed(split))
                 parts = {tail_part(m.cut.tensors): SplitCandidate(tail_part(m.cut.tensors), m) for m in measured}
-                parts |= {candidate.part: candidate for candidate in split_candidates(split)}
+                candidates = split_candidates(split)
+                parts |= {candidate.part: candidate for candidate in candidates}
+                self._useful[key] = [candidate.part for candidate in candidates if not candidate.trivial_tail]
                 self._splits[key] = (split, parts)
             return self._splits[key]

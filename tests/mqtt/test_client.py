@@ -187,15 +187,19 @@ def test_mqtt_client_when_nothing_listens_raises_broker_unreachable() -> None:
 # --- publish and subscribe ----------------------------------------------------------------------------
 
 
-def test_mqtt_client_when_v5_publish_goes_to_an_acl_forbidden_topic_raises_with_reason_code_0x87(
-    start_broker: BrokerFactory, topic_prefix: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # given alice may only write below <prefix>/allowed
+@pytest.fixture
+def alice(start_broker: BrokerFactory, topic_prefix: str, monkeypatch: pytest.MonkeyPatch) -> MqttSettings:
+    """MQTT v5 settings of alice, who may only write below <prefix>/allowed."""
     broker = start_broker(passwords={"alice": "pw"}, acl=acl_allowing("alice", topic_prefix))
     monkeypatch.setenv("EDGE_TEST_MQTT_PASSWORD", "pw")
-    settings = broker.settings(username="alice", password_env="EDGE_TEST_MQTT_PASSWORD", protocol=MqttProtocol.V5)
+    return broker.settings(username="alice", password_env="EDGE_TEST_MQTT_PASSWORD", protocol=MqttProtocol.V5)
 
-    with MqttClient(settings) as client:
+
+def test_mqtt_client_when_v5_publish_goes_to_an_acl_forbidden_topic_raises_with_reason_code_0x87(
+    alice: MqttSettings, topic_prefix: str
+) -> None:
+    # given alice may only write below <prefix>/allowed
+    with MqttClient(alice) as client:
         allowed = client.publish(f"{topic_prefix}/allowed/x", b"ok", qos=1)
 
         # when
@@ -212,14 +216,11 @@ def test_mqtt_client_when_v5_publish_goes_to_an_acl_forbidden_topic_raises_with_
 
 
 def test_tracked_publishes_go_out_together_in_order_and_each_is_acknowledged_or_refused_in_turn(
-    start_broker: BrokerFactory, topic_prefix: str, monkeypatch: pytest.MonkeyPatch
+    alice: MqttSettings, topic_prefix: str
 ) -> None:
     # given alice may only write below <prefix>/allowed, and a subscriber there
-    broker = start_broker(passwords={"alice": "pw"}, acl=acl_allowing("alice", topic_prefix))
-    monkeypatch.setenv("EDGE_TEST_MQTT_PASSWORD", "pw")
-    settings = broker.settings(username="alice", password_env="EDGE_TEST_MQTT_PASSWORD", protocol=MqttProtocol.V5)
     inbox = Inbox()
-    with MqttClient(settings) as client:
+    with MqttClient(alice) as client:
         client.subscribe(f"{topic_prefix}/allowed/#", inbox, qos=1)
         # when five messages are handed over before any acknowledgement is waited for, the third forbidden
         topics = [f"{topic_prefix}/{'forbidden' if n == 2 else 'allowed'}/{n}" for n in range(5)]
