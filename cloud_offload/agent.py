@@ -47,7 +47,7 @@ from . import tensor_codec
 from .config import OffloadSettings
 from .cost_model import EDGE, MAX_UTILISATION, expected_ms, uplink_capacity_fps
 from .decision import Decision
-from .modes import CloudMode, LiveCost, Request, SplitMode, edge_cost
+from .modes import CloudMode, LiveCost, Request, RunningMean, SplitMode, edge_cost
 from .protocol import (
     ERROR_TENSOR,
     RESERVED_PREFIX,
@@ -142,6 +142,8 @@ class OffloadDispatch:
         self._last_submit: float | None = None
         self._frame_interval_s = 0.0
         self.throughput = ThroughputMode(context.workers, context.live_sources)
+        self._answer_ms = RunningMean(0.0)
+        """Edge time an answer costs (decoding, checking and post-processing it), a running mean."""
         self.counts: Counter[str] = Counter()
         self.link = RemoteLink(broker, device, self._on_answer, self.stats)
         self.link.start()
@@ -234,28 +236,17 @@ class OffloadDispatch:
         return self.modes[self.decision.mode], expected[self.decision.mode]
 
     def _throughput_mode(self, now: float) -> tuple[LiveCost, float]:
-        """The edge, or for the share of frames the edge cannot keep pace with, the fastest remote mode:
-        at most the share of the frames its uplink carries (remote modes' latencies for that share)."""
+        """The edge, or for the share of frames the edge cannot keep pace with, a remote mode: at most the
+        share of the frames its uplink and its workers carry (remote modes' latencies for that share)."""
         rate = self._frames_per_s()
-        estimate = self.link.estimate()
         alone = self._expected(now, 0.0)
-        carried = {
-            name: min(
-                1.0,
-                THROUGHPUT_UTILISATION
-                / MAX_UTILISATION
-                * uplink_capacity_fps(self.modes[name].cost(), bandwidth)
-                / rate,
-            )
-            for name in alone
-            if name != EDGE and rate > 0 and (bandwidth := estimate.bandwidth_bps)
-        }
+        carried = {name: self._carried_share(self.modes[name], rate) for name in alone if name != EDGE and rate > 0}
         remote = {
             name: value
             for name, value in self._expected(now, rate * max(carried.values(), default=0.0)).items()
             if name in carried
         }
-        own_work = {name: self.modes[name].edge_ms.value for name in remote}
+        own_work = {name: self.modes[name].edge_ms.value + self._answer_ms.value for name in remote}
         picked = self.throughput.pick(self.edge.edge_ms.value, own_work, remote, carried)
         if self.throughput.news is not None:
             log.info("offload %s: %s", self.subject, self.throughput.news)
@@ -264,6 +255,16 @@ class OffloadDispatch:
         if picked is None:
             return self.edge, alone[EDGE]
         return self.modes[picked], remote[picked]
+
+    def _carried_share(self, mode: LiveCost, rate: float) -> float:
+        """The share of frames arriving at `rate` that `mode` can take: its uplink at THROUGHPUT_UTILISATION,
+        and its workers at THROUGHPUT_UTILISATION of their compute (they serve other edges too)."""
+        bandwidth = self.link.estimate().bandwidth_bps
+        cost = mode.cost()
+        uplink = THROUGHPUT_UTILISATION / MAX_UTILISATION * uplink_capacity_fps(cost, bandwidth) if bandwidth else 0.0
+        workers = len(self.link.workers(self.key))
+        compute = THROUGHPUT_UTILISATION * workers * 1000.0 / cost.cloud_ms if cost.cloud_ms > 0 else uplink
+        return min(1.0, uplink / rate, compute / rate)
 
     def _frames_per_s(self) -> float:
         """Frames reaching this inference worker a second: the live sources' pace, else the submissions'."""
@@ -377,6 +378,7 @@ class OffloadDispatch:
             self._settle_answer(away, answer)
 
     def _settle_answer(self, away: _Away, answer: Answer) -> None:
+        started = time.perf_counter()
         try:
             payload = tensor_codec.decode(answer.payload)
             if ERROR_TENSOR in payload.tensors:
@@ -412,6 +414,7 @@ class OffloadDispatch:
         self._misses = 0
         result = self._postprocessed(away, outputs, mode.name, waited_ms)
         self._deliver(away.frame.meta, result, mode.name)
+        self._answer_ms.add((time.perf_counter() - started) * 1000)
 
     def _check_outputs(self, outputs: dict[str, np.ndarray]) -> None:
         if set(outputs) != set(self.outputs):

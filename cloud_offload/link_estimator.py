@@ -77,6 +77,15 @@ class LinkEstimator:
         if rtt_s > 0:
             self._rtt.add(at, rtt_s, self.outlier_factor, self.confirm)
 
+    @property
+    def bandwidth_unconfirmed(self) -> bool:
+        """A bandwidth step is held back until more samples confirm it (the link may have changed)."""
+        return bool(self._bandwidth.held)
+
+    @property
+    def rtt_unconfirmed(self) -> bool:
+        return bool(self._rtt.held)
+
     def estimate(self) -> LinkEstimate:
         bandwidth = self._bandwidth
         rtt = self._rtt

@@ -10,9 +10,11 @@ had left then) to one RTT before its PUBACK. A small probe (the offload counters
 device's own telemetry topic) is acknowledged in one round trip: the RTT. A PUBACK alone cannot tell
 the two apart, so a probe goes out whenever the RTT sample is over a second old and no request is on
 its way (a queue ahead of it would count as round trip): between requests, waiting at most
-PROBE_DRAIN_S for those on their way. While no request has measured the bandwidth for two seconds
+PROBE_DRAIN_S for those on their way. While no request has measured the bandwidth for a second
 (the edge mode sends none), the idle probe is padded to PROBE_BYTES so its PUBACK does: 64 kbit/s at
-most, and only while idle.
+most, and only while idle. A sample far off the estimate is held until two more agree
+(link_estimator.py); an idle link is then probed again at once (every CONFIRM_EVERY_S), so a step up
+while the edge computes everything is taken within about 1.5 s, not after three seconds of probes.
 
 A broker that is down when the pipeline starts is not an error: the connection is made in the
 background with the broker file's reconnect policy, and until then (or while it is lost) every
@@ -46,9 +48,11 @@ log = logging.getLogger(__name__)
 WORKER_REPORT_FRESH_S = 3.0
 """A worker's load report older than this (it reports every second) no longer counts it as present."""
 PROBE_EVERY_S = 0.5
+CONFIRM_EVERY_S = 0.15
+"""How soon an idle link is probed again while a step of its estimate waits to be confirmed."""
 RTT_STALE_S = 1.0
-BANDWIDTH_STALE_S = 2.0
-PROBE_BYTES = 16 * 1024
+BANDWIDTH_STALE_S = 1.0
+PROBE_BYTES = 8 * 1024
 PROBE_DRAIN_S = 0.05
 """How long a stale RTT holds the next request back for the requests on their way to be acknowledged,
 so that the probe's round trip has no queue ahead of it; a link busier than that keeps its last RTT
@@ -212,8 +216,9 @@ class RemoteLink:
     def _send_loop(self) -> None:
         probe_topic = DeviceTopics(self.device).telemetry("offload")
         while not self._stopping.is_set():
+            unconfirmed = self.estimator.bandwidth_unconfirmed or self.estimator.rtt_unconfirmed
             try:
-                item = self._outgoing.get(timeout=PROBE_EVERY_S)
+                item = self._outgoing.get(timeout=CONFIRM_EVERY_S if unconfirmed else PROBE_EVERY_S)
             except queue.Empty:
                 if self._drained(wait_s=0.0):
                     self._probe(probe_topic)
@@ -288,8 +293,9 @@ class RemoteLink:
     def _probe(self, topic: str) -> None:
         """A round trip when the RTT is stale, else a padded message when the bandwidth is."""
         now = time.monotonic()
-        measure_rtt = now - self._rtt_at > RTT_STALE_S
-        if not self.connected or not (measure_rtt or now - self._bandwidth_at > BANDWIDTH_STALE_S):
+        measure_rtt = now - self._rtt_at > RTT_STALE_S or self.estimator.rtt_unconfirmed
+        measure_bandwidth = now - self._bandwidth_at > BANDWIDTH_STALE_S or self.estimator.bandwidth_unconfirmed
+        if not self.connected or not (measure_rtt or measure_bandwidth):
             return
         body = self._probe_payload()
         payload = json.dumps(body if measure_rtt else {**body, "padding": "." * PROBE_BYTES})

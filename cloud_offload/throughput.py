@@ -1,6 +1,7 @@
 """Throughput mode: when the cameras bring frames faster than the edge computes them, the share of
-frames the edge cannot keep up with goes to the fastest remote mode, although it takes longer per
-frame than the edge would: such a frame would otherwise wait, or be dropped by a live source's ring.
+frames the edge cannot keep up with goes to the remote mode that costs the edge least, although it
+takes longer per frame than the edge would: such a frame would otherwise wait, or be dropped by a
+live source's ring.
 
 The pace comes from the frames of live sources (cameras, streams): each carries its source's frame
 number and capture time, so a camera whose frames are dropped before inference still shows its own
@@ -102,10 +103,12 @@ class ThroughputMode:
         expected_ms: Mapping[str, float],
         carried: Mapping[str, float] | None = None,
     ) -> str | None:
-        """The remote mode this frame goes to for throughput (the fastest of `expected_ms`, the available
-        remote modes), or None to keep it on the edge; `remote_edge_ms`: each mode's own edge work;
-        `carried`: the share of the frames each mode's uplink carries (the share is capped at it)."""
-        best = min(expected_ms, key=lambda name: expected_ms[name]) if expected_ms else None
+        """The remote mode this frame goes to for throughput, or None to keep it on the edge. Of the
+        available remote modes (`expected_ms`), the one that costs the edge least (`remote_edge_ms`: its
+        own work, sending and the answer's handling), then the fastest: the edge is the bottleneck, so a
+        split whose head runs here frees little of it. `carried`: the share of the frames each mode's
+        uplink carries (the share is capped at it)."""
+        best = min(expected_ms, key=lambda name: (remote_edge_ms[name], expected_ms[name])) if expected_ms else None
         interval_ms = self.pace.interval_ms(self.workers)
         share = 0.0 if best is None else throughput_share(edge_ms, remote_edge_ms[best], interval_ms)
         if best is not None and carried is not None:

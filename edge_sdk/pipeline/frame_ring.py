@@ -302,13 +302,14 @@ class FrameRing:
         with self.lock:
             self._counters[4] += frames
 
-    def oldest_pending_seq(self, other_than: int | None = None) -> int | None:
+    def oldest_pending_seq(self, other_than: int | None = None, claimed_only: bool = False) -> int | None:
         """The lowest sequence number among frames committed but not yet released (None if none),
-        leaving out the frames `other_than` holds."""
+        leaving out the frames `other_than` holds; with `claimed_only`, among frames a stage has
+        claimed (being inferred, or their results on the way), not those still waiting to be."""
         with self.lock:
-            pending = (
-                (self._state == SlotState.READY) | (self._state == SlotState.IN_USE) | (self._state == SlotState.SENT)
-            )
+            pending = (self._state == SlotState.IN_USE) | (self._state == SlotState.SENT)
+            if not claimed_only:
+                pending |= self._state == SlotState.READY
             if other_than is not None:
                 pending &= self._owner != other_than
             return int(self._seq[pending].min()) if pending.any() else None

@@ -203,7 +203,7 @@ class PipelineRuntime:
         assert self._results is not None
         output = OutputPlan(
             OUTPUT_OWNER, config.name, config.cascade, models.cascade, tuple(config.sinks), tuple(handles), channels,
-            self._results, every,
+            self._results, every, late_results=config.offload is not None,
         )  # fmt: skip
         stages.append(self._stage("output", "output", OUTPUT_OWNER, run_output, output))
         return stages

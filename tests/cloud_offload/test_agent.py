@@ -259,6 +259,14 @@ def test_a_fast_link_offloads_and_a_slow_one_keeps_frames_on_the_edge(
     switches = [e for e in events if e.kind is StatusKind.OFFLOAD_MODE]
     assert [e.data["mode"] for e in switches][:2] == ["cloud", "edge"], [e.message for e in switches]
     assert switches[1].timestamp - (time.time() - (time.monotonic() - changed)) < 2.5, "adapted within ~2 s"
+
+    proxy.set(bandwidth_bps=100e6)  # back up: only the idle probes can see it, every frame stays here
+    changed = time.monotonic()
+    again = stream(dispatch, 25)
+    exactly_once(again, 25)
+    switches = [e for e in events if e.kind is StatusKind.OFFLOAD_MODE]
+    assert [e.data["mode"] for e in switches][2:3] == ["cloud"], [e.message for e in switches]
+    assert switches[2].timestamp - (time.time() - (time.monotonic() - changed)) < 2.5, "seen within ~2 s"
     assert dispatch.stats()["unknown_answers"] == 0
 
 
@@ -266,21 +274,28 @@ def test_a_cut_link_makes_every_frame_fall_back_within_its_deadline(
     worker: OffloadWorker, edge: Edge, proxy: ThrottlingProxy
 ) -> None:
     dispatch = edge(deadline_ms=400)
+    cut_at: list[int] = []
+    away: list[int] = []
 
-    def fail(index: int) -> None:  # bytes held first, so frames are away when the link goes
-        if index == 40:
+    def fail(index: int) -> None:  # once frames are away: bytes held first, then the link goes
+        if not cut_at and index >= 20 and dispatch.stats()["away"] > 0:
             proxy.stall()
-        if index == 42:
+            cut_at.append(index)
+        elif cut_at and index == cut_at[0] + 2:
+            away.append(dispatch.stats()["away"])
             proxy.cut()
 
-    results = stream(dispatch, 70, during=fail)
-    exactly_once(results, 70)
-    assert where(results)[30:40].count("cloud") >= 8, (" ".join(str(w) for w in where(results)), dispatch.stats())
-    assert where(results)[45:] == ["edge"] * 25, where(results)
+    results = stream(dispatch, 80, during=fail)
+    exactly_once(results, 80)
+    assert cut_at and cut_at[0] < 60, ("never offloading before the cut", " ".join(map(str, where(results))))
+    after = cut_at[0] + 5
+    assert where(results)[after:] == ["edge"] * (80 - after), where(results)
     slowest = max(seconds for _meta, _result, seconds in results)
-    # the deadline, the fallback's own inference, and scheduling slack for a loaded 2-core machine (the
-    # suite runs on two workers), far below what a dead TCP connection takes to be noticed
-    assert slowest < 0.4 + 2 * EDGE_MS / 1000 + 0.5, f"a frame took {slowest:.3f} s"
+    # the deadline, then the frames away are computed here one after another (each the slow edge's time
+    # and its detector's), and scheduling slack for a loaded 2-core machine (the suite runs on two
+    # workers): far below what a dead TCP connection takes to be noticed
+    bound = 0.4 + (away[0] + 1) * (EDGE_MS + 60) / 1000 + 0.5
+    assert slowest < bound, f"a frame took {slowest:.3f} s, over {bound:.2f} s ({away[0]} frames were away)"
     stats = dispatch.stats()
     assert sum(stats["fallbacks"].values()) >= 1, stats
 

@@ -70,3 +70,15 @@ def test_rtt_trusts_the_higher_average_and_nothing_is_known_before_samples() -> 
     estimator.add_transfer(3.0, 0, 0.1)
     estimator.add_transfer(3.0, 1000, 0.0)
     assert estimator.estimate().bandwidth_bps is None, "empty or instant transfers say nothing"
+
+
+def test_a_step_waiting_for_confirmation_is_visible_so_the_link_can_be_probed_again() -> None:
+    estimator = LinkEstimator()
+    for second in range(5):
+        estimator.add_transfer(float(second), 125_000, 1.0)  # 1 Mbit/s
+    assert not estimator.bandwidth_unconfirmed
+    estimator.add_transfer(5.0, 125_000, 0.01)  # 100 Mbit/s: held back
+    assert estimator.bandwidth_unconfirmed and estimator.estimate().bandwidth_bps == pytest.approx(1e6)
+    estimator.add_transfer(5.2, 125_000, 0.01)
+    estimator.add_transfer(5.4, 125_000, 0.01)
+    assert not estimator.bandwidth_unconfirmed and estimator.estimate().bandwidth_bps == pytest.approx(100e6)

@@ -92,3 +92,27 @@ def test_reorder_when_flushed_after_a_stop_drops_what_waits_behind_a_frame_that_
     deliver, drop = reorder.flush()
     # then the file's results stay a gapless prefix
     assert deliver == [] and frames(drop) == [7, 8]
+
+
+def test_reorder_when_a_live_frame_is_away_with_offload_holds_newer_ones_for_it_but_not_for_frames_never_taken() -> (
+    None
+):
+    # given frame 3 was sent to a cloud worker (claimed) and frame 5 computed here; frame 4 still waits in the
+    # ring, and may be overwritten by the camera's newer frames
+    ring = Ring(in_flight={3, 4})
+    claimed = {3}
+    reorder = Reorder(
+        [BufferPolicy.LATEST], ring.older_in_flight, ring.delivered_through, lambda _index: min(claimed, default=None)
+    )
+    # when frame 5's result comes first
+    ready, stale = reorder.push(done(5))
+    # then it waits for frame 3, not for frame 4
+    assert (ready, stale) == ([], [])
+    claimed.clear()
+    ready, stale = reorder.push(done(3))
+    assert frames(ready) == [3, 5] and stale == [], "the late result is delivered, in order, not dropped"
+    # and at the end, what waits is delivered although the camera's numbers have gaps
+    claimed.add(6)
+    assert reorder.push(done(9)) == ([], [])
+    last, dropped = reorder.flush()
+    assert frames(last) == [9] and dropped == []

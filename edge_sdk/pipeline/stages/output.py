@@ -38,6 +38,9 @@ class OutputPlan:
     report_seconds: float
     resumed: bool = False
     """A restart after a crash: sinks continue after what they already hold."""
+    late_results: bool = False
+    """The dispatch may hand a frame's result back after newer frames' (offload): a live source's
+    results then wait for the older frames still being inferred instead of dropping them."""
 
     def after_crash(self, restart: int) -> OutputPlan:
         """The plan of the output stage's `restart`-th process: files are appended to (JSONL), or
@@ -55,6 +58,11 @@ def run_output(plan: OutputPlan) -> None:
             [ring.policy for ring in plan.rings],
             older_in_flight=lambda index: output.rings[index].oldest_pending_seq(other_than=plan.owner_id),
             delivered_through=lambda index: output.rings[index].delivered_through,
+            older_claimed=(
+                (lambda index: output.rings[index].oldest_pending_seq(other_than=plan.owner_id, claimed_only=True))
+                if plan.late_results
+                else None
+            ),
         )
         try:
             while link.parent_alive():
