@@ -1,6 +1,7 @@
 """`edge-sdk run` of a pipeline with an `offload:` section, in the multi-process runtime, against a
-worker process: one SIGKILLed mid-stream (every frame still gets exactly one result), and one serving
-escalations (the edge result first, the cloud's update after it, in the sinks' files)."""
+worker process: one SIGKILLed mid-stream (every frame still gets exactly one result), one serving
+escalations (the edge result first, the cloud's update after it, in the sinks' files), and a live
+camera faster than the edge (throughput mode: the frames sent away reach the sinks, in order)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from edge_sdk.profiles import DeviceProfile
 from tests.support.clients import Inbox
 from tests.support.waits import wait_until
 from tools.harness.broker import BrokerFactory, MosquittoBroker
+from tools.harness.throttle_proxy import LinkShape, ThrottlingProxy
 
 pytestmark = pytest.mark.slow
 
@@ -120,6 +122,43 @@ def test_a_worker_killed_mid_stream_loses_no_frame(
     where = [row["computed_at"] for row in sorted(rows, key=lambda row: row["frame"])]
     assert where.count("cloud") >= 20, where
     assert where[-20:] == ["edge"] * 20, where
+
+
+def test_a_live_camera_faster_than_the_edge_gets_the_frames_sent_away_into_the_sinks_in_order(
+    start_broker: BrokerFactory, tmp_path: Path, demo_model: Path, cpu_profile: DeviceProfile
+) -> None:
+    # given an 80 FPS camera (the detector takes 20 ms or more here) and a 100 ms round trip to the worker,
+    # so the decision keeps frames on the edge and throughput mode sends the share it cannot keep pace with
+    broker = start_broker()
+    source = "synthetic://?frames=800&size=320x240&fps=80&realtime=true"
+    bed = serving_worker(broker, tmp_path, demo_model, cpu_profile, "detector", source)
+    with ThrottlingProxy((broker.host, broker.port), LinkShape(100e6, delay_s=0.05)) as proxy:
+        (tmp_path / "edge-broker.yaml").write_text(yaml.safe_dump({"host": "127.0.0.1", "port": proxy.port}))
+        write_pipeline(
+            bed,
+            {
+                "runtime": {"mode": "processes", "inference_workers": 1, "inference_threads": 1},
+                "sinks": [{"type": "jsonl", "path": "results.jsonl"}],
+                "offload": {"broker": "edge-broker.yaml", "device": "cam1", "modes": ["edge", "cloud"],
+                            "deadline_ms": 1000},
+            },
+        )  # fmt: skip
+        with worker_of(bed):
+            # when it runs to the end of the camera's 800 frames (10 s)
+            run = subprocess.run(
+                [*EDGE_SDK, "run", "--json", "pipeline.yaml"], cwd=tmp_path, env=bed.env, capture_output=True,
+                text=True, timeout=120,
+            )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    # then results computed in the cloud reach the sink beside the edge's, each frame once, in frame order:
+    # none is dropped for coming back after newer frames computed here
+    rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    frames = [row["frame"] for row in rows]
+    where = [row["computed_at"] for row in rows]
+    assert frames == sorted(set(frames)), "each frame once, in order"
+    assert where.count("cloud") >= 10 and where.count("edge") >= 10, where
+    assert "throughput:" in run.stderr, run.stderr
+    assert json.loads(run.stdout)["frames"] == len(rows)
 
 
 ESCALATED_FRAMES = 12
