@@ -14,6 +14,7 @@ from edge_sdk.backends.registry import BACKENDS
 from edge_sdk.core.errors import EdgeSDKError
 from edge_sdk.core.host import HostFacts, HostProbe
 from edge_sdk.profiles import ProfileCatalog
+from edge_sdk.profiles.route import choose_route
 
 PACKAGES: tuple[Package, ...] = (
     Package(("numpy",), "numpy", "arrays", "pip install numpy"),
@@ -100,17 +101,20 @@ def _profile_status(catalog: ProfileCatalog, name: str, facts: HostFacts) -> Pro
     comes first: on a box the profile is not for, the backend's install advice would send the user
     after a package that cannot help."""
     try:
-        profile = catalog.load(name)
+        written = catalog.load(name, as_written=True)
     except EdgeSDKError as exc:
         return ProfileStatus(name, False, str(exc), cause="profile")
-    if unmet := profile.detect.mismatches(facts, required_only=True):
+    if unmet := written.detect.mismatches(facts, required_only=True):
         return ProfileStatus(name, False, unmet[0], cause="host")
+    profile, fallback_reason = choose_route(written, announce=False)
+    route = [f"route: {profile.engine.backend}" + (f", because {fallback_reason}" if fallback_reason else "")]
     try:
         backend = profile.backend()
         backend.builder().check(profile.engine, profile.default_precision)
     except EdgeSDKError as exc:
         return ProfileStatus(name, False, str(exc), cause="backend")
-    return ProfileStatus(name, True, None, "; ".join(backend.host_notes(profile.engine)) or None)
+    notes = route if written.fallback_engine is not None else []
+    return ProfileStatus(name, True, None, "; ".join(notes + backend.host_notes(profile.engine)) or None)
 
 
 def _packages() -> list[Package]:

@@ -107,9 +107,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             reasons[marker] = f"{provider} is listed but cannot load: {problem}"
         else:
             reasons[marker] = None
+    reasons["cuda"] = _cuda_problem() if any(item.get_closest_marker("cuda") for item in items) else None
     for item in items:
         if SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.broker)
         for marker, skip_reason in reasons.items():
             if skip_reason and item.get_closest_marker(marker):
                 item.add_marker(pytest.mark.skip(reason=skip_reason))
+
+
+def _cuda_problem() -> str | None:
+    """Why the `cuda` tests cannot run here (no CUDA device, or neither cuda-python nor pycuda), or None."""
+    from edge_sdk.backends.tensorrt.cuda_runtime import open_cuda
+    from edge_sdk.core.errors import BackendUnavailableError
+
+    try:
+        open_cuda("auto")
+    except BackendUnavailableError as exc:
+        return f"needs a CUDA device: {exc}"
+    return None

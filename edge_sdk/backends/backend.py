@@ -101,3 +101,9 @@ class Backend:
     """The Python packages it needs, for `doctor`."""
     doctor_facts: Callable[[], dict[str, str]] = dict
     """What `doctor` reports of it on this host (e.g. each accelerator library: usable, or why not)."""
+    unavailable: Callable[[Any], str | None] = lambda options: None
+    """Why it cannot run these options on this host (its library or device is missing), in one line, or
+    None. A profile with a `fallback_engine:` then uses that instead (profiles/route.py)."""
+    stale: Callable[[Path, Any], str | None] = lambda directory, options: None
+    """Why a cached artifact (its folder) cannot load on this host although its key matched (e.g. a TensorRT
+    plan built for another GPU), or None; prepare_engine then rebuilds it with one log line."""

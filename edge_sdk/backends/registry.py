@@ -16,6 +16,10 @@ from .onnxruntime.builder import OnnxRuntimeBuilder
 from .onnxruntime.options import OnnxRuntimeOptions
 from .onnxruntime.quantizer import OnnxRuntimeQuantizer
 from .onnxruntime.runner import OnnxRuntimeRunner
+from .tensorrt import capabilities as tensorrt_capabilities
+from .tensorrt.builder import TensorRTBuilder
+from .tensorrt.options import TensorRTOptions
+from .tensorrt.runner import TensorRTRunner, cached_engine_problem
 
 BACKENDS: dict[str, Backend] = {
     "onnxruntime": Backend(
@@ -40,6 +44,31 @@ BACKENDS: dict[str, Backend] = {
             ),
         ),
         doctor_facts=onnxruntime_capabilities.provider_status,
+    ),
+    "tensorrt": Backend(
+        name="tensorrt",
+        options=TensorRTOptions,
+        builder=TensorRTBuilder,
+        runner=TensorRTRunner,
+        install_hint="JetPack's TensorRT, or NVIDIA's tensorrt wheel, and pip install 'edge-sdk[tensorrt]'",
+        precisions=frozenset({"fp32", "fp16", "int8"}),
+        runs_on_cpu=tensorrt_capabilities.runs_on_cpu,
+        exact_uint8_resize=tensorrt_capabilities.exact_uint8_resize,
+        devices=tensorrt_capabilities.devices,
+        host_notes=tensorrt_capabilities.host_notes,
+        packages=(
+            Package(("tensorrt", "tensorrt-cu12", "tensorrt-cu13"), "tensorrt", "tensorrt backend", "docs/nvidia.md"),
+            Package(
+                ("cuda-python", "cuda-bindings"),
+                "cuda.bindings",
+                "tensorrt runner's CUDA (or pycuda)",
+                "pip install 'edge-sdk[tensorrt]'",
+            ),
+        ),
+        doctor_facts=tensorrt_capabilities.doctor_facts,
+        int8=OnnxRuntimeQuantizer(),  # TensorRT 11 builds INT8 from the Q/DQ model this quantiser writes
+        unavailable=tensorrt_capabilities.unavailable,
+        stale=cached_engine_problem,
     ),
 }
 

@@ -41,6 +41,12 @@ class EngineRunner(ABC):
     @abstractmethod
     def outputs(self) -> tuple[TensorMeta, ...]: ...
 
+    def register_host_memory(self, array: np.ndarray) -> bool:
+        """Offer host memory that inputs will lie in (a pipeline's frame ring) for the engine to read in
+        place, without a copy (the tensorrt backend's zero_copy_frames on a Jetson's shared DRAM). False:
+        this runner copies inputs as usual. Call after activate."""
+        return False
+
     def infer(self, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         expected = {meta.name: meta for meta in self.inputs}
         if set(feed) != set(expected):

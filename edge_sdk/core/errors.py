@@ -60,6 +60,10 @@ class EngineCacheError(EdgeSDKError):
     """The engine cache cannot be used (e.g. the directory is not writable)."""
 
 
+class EngineMismatchError(EngineCacheError):
+    """A built engine belongs to another library version or device than this host's (found before loading it)."""
+
+
 class SourceError(EdgeSDKError):
     """A frame source cannot be opened or read.
 

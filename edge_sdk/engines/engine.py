@@ -177,6 +177,10 @@ def prepare_engine(
         return facts | {"equivalence": verdict.to_dict()}
 
     entry, built = cache.get_or_build(key, build)
+    if not built and (stale := backend.stale(entry.directory, profile.engine)):
+        log.warning("%s: rebuilding the cached engine: %s", what, stale)
+        cache.remove(entry.directory.name)
+        entry, built = cache.get_or_build(key, build)
     cache.models.remember(model)
     return PreparedEngine(entry, model, profile, precision, built, time.perf_counter() - started)
 

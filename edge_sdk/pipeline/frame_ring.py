@@ -144,6 +144,11 @@ class FrameRing:
             self._owner[slot] = owner
             return slot, dropped
 
+    @property
+    def pixels(self) -> np.ndarray:
+        """Every slot's pixel memory, (slots, max_height, max_width, 3) uint8, as one view."""
+        return self._frames
+
     def frame_buffer(self, slot: int, height: int, width: int) -> np.ndarray:
         """Zero-copy view of a slot's pixels at the given size."""
         if height > self.layout.max_height or width > self.layout.max_width:

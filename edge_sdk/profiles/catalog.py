@@ -10,6 +10,7 @@ from edge_sdk.core.host import HostFacts, HostProbe
 from edge_sdk.core.yaml_model import load_yaml_model
 
 from .model import DeviceProfile
+from .route import choose_route
 
 PROFILE_DIR_ENV = "EDGE_SDK_PROFILE_DIR"
 
@@ -39,8 +40,9 @@ class ProfileCatalog:
     def names(self) -> list[str]:
         return sorted(path.stem for path in self.directory.glob("*.yaml"))
 
-    def load(self, name: str) -> DeviceProfile:
-        """The profile `<directory>/<name>.yaml`; a name that is not a plain file stem is refused before any read."""
+    def load(self, name: str, *, as_written: bool = False, announce: bool = True) -> DeviceProfile:
+        """The profile `<directory>/<name>.yaml` with the route it takes on this host (route.py), or
+        `as_written`; a name that is not a plain file stem is refused before any read."""
         if not _is_plain_stem(name):
             raise ConfigError(
                 f"expected a profile name (a file stem in {self.directory}, without '/', '..' or a leading '.', "
@@ -53,21 +55,21 @@ class ProfileCatalog:
         profile = load_yaml_model(path, DeviceProfile)
         if profile.name != name:
             raise ConfigError(f"{path}: key 'name': expected '{name}' (the file name), got '{profile.name}'")
-        return profile
+        return profile if as_written else choose_route(profile, announce=announce)[0]
 
-    def load_all(self) -> list[DeviceProfile]:
-        return [self.load(name) for name in self.names()]
+    def load_all(self, *, as_written: bool = False) -> list[DeviceProfile]:
+        return [self.load(name, as_written=as_written, announce=False) for name in self.names()]
 
     def detect(self, facts: HostFacts | None = None) -> DeviceProfile:
         """The highest-priority profile whose detection rule matches the host."""
         facts = facts or HostProbe().facts()
-        matching = [p for p in self.load_all() if p.detect.matches(facts)]
+        matching = [p for p in self.load_all(as_written=True) if p.detect.matches(facts)]
         if not matching:
             raise ConfigError(
                 f"no profile in {self.directory} matches this host (arch {facts.arch}); "
                 "pass --profile NAME or add a profile"
             )
-        return max(matching, key=lambda p: p.priority)
+        return choose_route(max(matching, key=lambda p: p.priority))[0]
 
     def resolve(self, name: str | None, facts: HostFacts | None = None) -> DeviceProfile:
         """The named profile, or the detected one when no name is given."""

@@ -117,6 +117,11 @@ class DeviceProfile(BaseModel):
     precisions: list[Precision] = Field(min_length=1, description="Precisions engines may be built in.")
     default_precision: Precision = Field(description="Precision used when none is asked for.")
     engine: EngineOptions = Field(description="Backend and its options, keyed on `backend:`.")
+    fallback_engine: EngineOptions | None = Field(
+        None,
+        description="The route used when `engine:`'s backend cannot run on this host (its library or device is "
+        "missing), e.g. ONNX Runtime under a TensorRT profile; one log line says why. null = no fallback.",
+    )
     batch: Annotated[int, Field(ge=1, le=MAX_PROFILE_BATCH)] | Literal["dynamic", "keep"] = Field(
         "keep",
         description=f"Batch axis of engines built here: a fixed size 1..{MAX_PROFILE_BATCH} (static shapes, e.g. "
@@ -154,8 +159,11 @@ class DeviceProfile(BaseModel):
 
     @model_validator(mode="after")
     def _backend_builds_the_precisions(self) -> DeviceProfile:
-        if unknown := sorted(set(self.precisions) - self.backend().precisions):
-            raise ValueError(f"precisions {unknown}: backend {self.engine.backend} does not build them")
+        for engine in (self.engine, self.fallback_engine):
+            if engine is not None and (
+                unknown := sorted(set(self.precisions) - get_backend(engine.backend).precisions)
+            ):
+                raise ValueError(f"precisions {unknown}: backend {engine.backend} does not build them")
         return self
 
     def backend(self) -> Backend:

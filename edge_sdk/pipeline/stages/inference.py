@@ -65,6 +65,8 @@ def run_inference(plan: InferencePlan) -> None:
         runner = plan.engine.open(threads=plan.threads, share_cpu=True)
         try:
             runner.activate()
+            for ring in rings:
+                runner.register_host_memory(ring.pixels)
             model_input = next(meta for meta in runner.inputs if meta.name == plan.input_name)
             feed = frame_feed(plan.preprocess, model_input)
             infer = FrameInference(runner, plan.input_name, feed, build_postprocessor(plan.postprocess))
