@@ -79,7 +79,7 @@ class DoctorReport:
 def diagnose(catalog: ProfileCatalog, facts: HostFacts | None = None) -> DoctorReport:
     facts = facts or HostProbe().facts()
     try:
-        detected, problem = catalog.detect(facts).name, None
+        detected, problem = catalog.detect(facts, announce=False).name, None
     except EdgeSDKError as exc:
         detected, problem = None, str(exc)
     profiles = [_profile_status(catalog, name, facts) for name in catalog.names()]
@@ -112,7 +112,8 @@ def _profile_status(catalog: ProfileCatalog, name: str, facts: HostFacts) -> Pro
         backend = profile.backend()
         backend.builder().check(profile.engine, profile.default_precision)
     except EdgeSDKError as exc:
-        return ProfileStatus(name, False, str(exc), cause="backend")
+        problem = f"{route[0]}; {exc}" if written.fallback_engine is not None else str(exc)
+        return ProfileStatus(name, False, problem, cause="backend")
     notes = route if written.fallback_engine is not None else []
     return ProfileStatus(name, True, None, "; ".join(notes + backend.host_notes(profile.engine)) or None)
 

@@ -60,7 +60,7 @@ class ProfileCatalog:
     def load_all(self, *, as_written: bool = False) -> list[DeviceProfile]:
         return [self.load(name, as_written=as_written, announce=False) for name in self.names()]
 
-    def detect(self, facts: HostFacts | None = None) -> DeviceProfile:
+    def detect(self, facts: HostFacts | None = None, *, announce: bool = True) -> DeviceProfile:
         """The highest-priority profile whose detection rule matches the host."""
         facts = facts or HostProbe().facts()
         matching = [p for p in self.load_all(as_written=True) if p.detect.matches(facts)]
@@ -69,7 +69,7 @@ class ProfileCatalog:
                 f"no profile in {self.directory} matches this host (arch {facts.arch}); "
                 "pass --profile NAME or add a profile"
             )
-        return choose_route(max(matching, key=lambda p: p.priority))[0]
+        return choose_route(max(matching, key=lambda p: p.priority), announce=announce)[0]
 
     def resolve(self, name: str | None, facts: HostFacts | None = None) -> DeviceProfile:
         """The named profile, or the detected one when no name is given."""

@@ -51,8 +51,8 @@ def test_registered_its_options_are_in_the_profile_schema() -> None:
     schema = json.loads(schema_json("profile"))
     members = schema["properties"]["engine"]["oneOf"]
     backends = [member["properties"]["backend"]["const"] for member in members]
-    assert backends == ["onnxruntime", NAME]
-    reference = members[1]
+    assert backends == ["onnxruntime", "tensorrt", NAME]
+    reference = members[2]
     assert reference["properties"]["optimized"]["type"] == "boolean"
     assert reference["additionalProperties"] is False
 

@@ -16,7 +16,7 @@ MAX_KEPT = 20000
 def make_logger(trt: Any) -> Any:
     """An ILogger subclass instance whose `lines` holds what it kept, in order."""
 
-    class BuildLogger(trt.ILogger):  # type: ignore[misc,name-defined]
+    class BuildLogger(trt.ILogger):
         def __init__(self) -> None:
             trt.ILogger.__init__(self)
             self.lines: list[str] = []

@@ -75,7 +75,8 @@ def make_build_plan(
         ("STRONGLY_TYPED",) if strongly_typed else ()
     )
     flags: list[str] = []
-    fp16_route = int8_route = None
+    fp16_route: Literal["builder_flag", "fp16_graph"] | None = None
+    int8_route: Literal["calibrator", "qdq_model"] | None = None
     if precision in ("fp16", "int8") and not strongly_typed:
         flags.append("FP16")  # int8 engines keep the layers without int8 kernels in fp16
         fp16_route = "builder_flag"

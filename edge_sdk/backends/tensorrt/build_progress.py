@@ -49,7 +49,7 @@ class BuildClock:
 
 
 def make_progress_monitor(trt: Any, clock: BuildClock) -> Any:
-    class ProgressMonitor(trt.IProgressMonitor):  # type: ignore[misc,name-defined]
+    class ProgressMonitor(trt.IProgressMonitor):
         def __init__(self) -> None:
             trt.IProgressMonitor.__init__(self)
 

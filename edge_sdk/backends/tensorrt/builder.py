@@ -206,7 +206,9 @@ def _write_qdq_model(model: ModelFile, calibration: Calibration, destination: Pa
     settings = calibration.settings.model_copy(
         update={"activation_type": "int8", "activation_symmetric": True, "reduce_range": False}
     )
-    return build_int8_model(model, replace(calibration, settings=settings), OnnxRuntimeOptions(), destination)
+    return build_int8_model(
+        model, replace(calibration, settings=settings), OnnxRuntimeOptions(backend="onnxruntime"), destination
+    )
 
 
 def _require(calibration: Calibration | None) -> Calibration:

@@ -13,7 +13,7 @@ from .timing_cache import read_bytes, write_atomically
 
 
 def make_entropy_calibrator(trt: Any, batches: CalibrationBatches, cuda: CudaRuntime, cache_path: Path) -> Any:
-    class EntropyCalibrator(trt.IInt8EntropyCalibrator2):  # type: ignore[misc,name-defined]
+    class EntropyCalibrator(trt.IInt8EntropyCalibrator2):
         def __init__(self) -> None:
             trt.IInt8EntropyCalibrator2.__init__(self)
             self.stream = cuda.stream()

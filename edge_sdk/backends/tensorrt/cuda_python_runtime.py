@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from edge_sdk.core.errors import BackendUnavailableError, InferenceError
 
@@ -67,7 +68,7 @@ class CudaPythonRuntime(CudaRuntime):
             bool(props.canMapHostMemory),
         )
 
-    def pinned_empty(self, shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray:
+    def pinned_empty(self, shape: tuple[int, ...], dtype: npt.DTypeLike) -> np.ndarray:
         dtype = np.dtype(dtype)
         used = math.prod(shape) * dtype.itemsize
         # Portable: page-locked for every CUDA context, a TensorRT's or another library's included.

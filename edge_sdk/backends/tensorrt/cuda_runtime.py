@@ -11,9 +11,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from edge_sdk.core.errors import BackendUnavailableError, first_line
 
@@ -94,7 +94,7 @@ class CudaRuntime(ABC):
     def device(self) -> DeviceFacts: ...
 
     @abstractmethod
-    def pinned_empty(self, shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray:
+    def pinned_empty(self, shape: tuple[int, ...], dtype: npt.DTypeLike) -> np.ndarray:
         """A page-locked host array, freed when the array is."""
 
     @abstractmethod

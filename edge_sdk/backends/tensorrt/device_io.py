@@ -36,7 +36,7 @@ class DeviceIO:
         self.stream = cuda.stream()
         self.tensors = {
             spec.name: _Tensor(
-                spec, cuda.device_alloc(spec.max_nbytes), cuda.pinned_empty((spec.max_nbytes,), np.uint8)
+                spec, cuda.device_alloc(spec.max_nbytes), cuda.pinned_empty((spec.max_nbytes,), np.dtype(np.uint8))
             )
             for spec in execution.tensors()
         }

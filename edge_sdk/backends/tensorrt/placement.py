@@ -35,7 +35,8 @@ _FALLBACK_PATTERNS = (
     re.compile(r"DLA supports only \d+ subgraphs per DLA core\. Switching to GPU for layer (?P<layer>.+?)\s*$"),
     re.compile(r"DLA only supports FP16 and Int8 precision type\. Switching (?P<layer>.+?) device type to GPU"),
 )
-_TAGGED = re.compile(r"\[(?P<device>Dla|Gpu)Layer\]\s*(?P<layer>.+?)\s*,?\s*$")
+_TAGGED = re.compile(r"\[(?P<device>Dla|Gpu)Layer\]\s*(?:[A-Z_]+: )?(?P<layer>.+?)\s*,?\s*$")
+"""'[DlaLayer] {ForeignNode[a...b]}' or '[GpuLayer] SHUFFLE: name' (the GPU lines carry the layer's type)."""
 _LOG_PREFIX = re.compile(r"^\s*(?:\[[A-Z]\]\s*)*(?:\[TRT\]\s*)?")
 
 
@@ -132,8 +133,8 @@ def tagged_engine_layers(log_lines: Iterable[str]) -> dict[str, Device]:
 
 
 def engine_layers(inspector_json: str, tags: dict[str, Device]) -> list[LayerPlacement]:
-    """The inspector's layers with their device: the log's tag, else DLA for a ForeignNode whose
-    neighbour is a `to nvm` / `from nvm` transfer, else GPU. Layers are objects with DETAILED verbosity
+    """The inspector's layers with their device: the log's tag, else DLA for a ForeignNode fed by a
+    `to nvm` transfer or feeding a `from nvm` one, else GPU. Layers are objects with DETAILED verbosity
     and plain names with the default verbosity; both are read."""
     layers = json.loads(inspector_json).get("Layers", [])
     named = [
@@ -144,9 +145,10 @@ def engine_layers(inspector_json: str, tags: dict[str, Device]) -> list[LayerPla
     for index, (name, kind) in enumerate(named):
         device = tags.get(name)
         if device is None:
-            neighbours = [named[i][0] for i in (index - 1, index + 1) if 0 <= i < len(named)]
-            near_nvm = any(n.endswith((" to nvm", " from nvm")) for n in neighbours)
-            device = "DLA" if name.startswith("{ForeignNode[") and near_nvm else "GPU"
+            before = named[index - 1][0] if index > 0 else ""
+            after = named[index + 1][0] if index + 1 < len(named) else ""
+            between_nvm = before.endswith(" to nvm") or after.endswith(" from nvm")
+            device = "DLA" if name.startswith("{ForeignNode[") and between_nvm else "GPU"
         result.append(LayerPlacement(name, kind or "unknown", device))
     return result
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from edge_sdk.core.errors import BackendUnavailableError, InferenceError, first_line
 
@@ -60,12 +61,12 @@ class PycudaRuntime(CudaRuntime):
         attribute = self.driver.device_attribute
         return DeviceFacts(
             self.cu_device.name(),
-            tuple(self.cu_device.compute_capability()),  # type: ignore[arg-type]
+            tuple(self.cu_device.compute_capability()),
             bool(self.cu_device.get_attribute(attribute.INTEGRATED)),
             bool(self.cu_device.get_attribute(attribute.CAN_MAP_HOST_MEMORY)),
         )
 
-    def pinned_empty(self, shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray:
+    def pinned_empty(self, shape: tuple[int, ...], dtype: npt.DTypeLike) -> np.ndarray:
         return self.driver.pagelocked_empty(shape, dtype, mem_flags=self.driver.host_alloc_flags.PORTABLE)
 
     def device_alloc(self, nbytes: int) -> DeviceBuffer:
