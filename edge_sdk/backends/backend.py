@@ -104,6 +104,8 @@ class Backend:
     unavailable: Callable[[Any], str | None] = lambda options: None
     """Why it cannot run these options on this host (its library or device is missing), in one line, or
     None. A profile with a `fallback_engine:` then uses that instead (profiles/route.py)."""
+    describe_facts: Callable[[dict[str, Any]], list[str]] = lambda facts: []
+    """Lines for people of what a build learned (its facts in the manifest), for `build` and `cache inspect`."""
     stale: Callable[[Path, Any], str | None] = lambda directory, options: None
     """Why a cached artifact (its folder) cannot load on this host although its key matched (e.g. a TensorRT
     plan built for another GPU), or None; prepare_engine then rebuilds it with one log line."""

@@ -68,6 +68,7 @@ BACKENDS: dict[str, Backend] = {
         doctor_facts=tensorrt_capabilities.doctor_facts,
         int8=OnnxRuntimeQuantizer(),  # TensorRT 11 builds INT8 from the Q/DQ model this quantiser writes
         unavailable=tensorrt_capabilities.unavailable,
+        describe_facts=tensorrt_capabilities.describe_facts,
         stale=cached_engine_problem,
     ),
 }

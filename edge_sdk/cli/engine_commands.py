@@ -15,6 +15,7 @@ from rich.markup import escape
 from edge_sdk.backends.calibration import Calibration, int8_settings, make_calibration
 from edge_sdk.backends.calibration.setup import TaskKind
 from edge_sdk.backends.int8.accuracy import boxes_sentence
+from edge_sdk.backends.registry import BACKENDS
 from edge_sdk.core.errors import ConfigError, SourceError
 from edge_sdk.core.model_file import ModelFile
 from edge_sdk.core.precision import PRECISIONS, Precision
@@ -170,6 +171,8 @@ def build(
     for name in ("providers_used", "nodes_before", "nodes_after", "optimize_seconds"):
         if name in facts:
             click.echo(f"  {name}: {in_words(facts[name])}")
+    for line in prepared.profile.backend().describe_facts(facts):
+        click.echo(f"  {line}")
     if "int8" in facts:
         for line in describe_int8(facts["int8"]):
             click.echo(f"  {line}")
@@ -290,7 +293,7 @@ def _read_image(path: Path) -> np.ndarray:
 
 @click.group()
 def cache() -> None:
-    """The engine cache: list, remove, verify entries."""
+    """The engine cache: list, inspect, remove, verify entries."""
 
 
 @cache.command("ls")
@@ -344,6 +347,34 @@ def _gate_cell(manifest: dict[str, Any]) -> str:
         measure = f"cos {min(cosines):.4f}" if cosines else ""
     state = "passed" if gate.get("passed") else "failed"
     return f"{state} {measure}{', unfolded' if gate.get('fold_fallback') else ''}".strip()
+
+
+@cache.command("inspect")
+@click.argument("digest")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole manifest as JSON.")
+@pass_cli
+def cache_inspect(ctx: CliContext, digest: str, as_json: bool) -> None:
+    """What one entry holds: its key, what its build learned (for TensorRT: the target, the build plan and the
+    DLA placement report), its equivalence gate."""
+    report = ctx.cache.find(digest)
+    if as_json:
+        click.echo(json.dumps(report.manifest, indent=2))
+        return
+    key, facts = report.manifest.get("key", {}), report.manifest.get("facts", {})
+    click.echo(f"{report.digest}: {report.problem or 'ok'}")
+    for name in ("profile_name", "backend", "backend_version", "precision", "device_identity", "input_shapes"):
+        click.echo(f"  {name}: {key.get(name)}")
+    backend = key.get("backend")
+    if isinstance(backend, str) and backend in BACKENDS:
+        for line in BACKENDS[backend].describe_facts(facts):
+            click.echo(f"  {line}")
+    for name in ("providers_used", "nodes_before", "nodes_after"):
+        if name in facts:
+            click.echo(f"  {name}: {in_words(facts[name])}")
+    if "int8" in facts:
+        for line in describe_int8(facts["int8"]):
+            click.echo(f"  {line}")
+    click.echo(f"  equivalence gate: {_gate_cell(report.manifest)}")
 
 
 @cache.command("rm")

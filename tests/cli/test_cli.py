@@ -96,6 +96,20 @@ def test_build_when_run_twice_builds_once_then_uses_the_cache(cache: Path, demo_
     assert entries[0]["key"]["profile_name"] == "x86-cpu"
 
 
+def test_cache_inspect_shows_one_entrys_key_facts_and_gate(tmp_path: Path, built_cache: Path) -> None:
+    cache = tmp_path / "engines"
+    shutil.copytree(built_cache, cache)
+    digest = json.loads(edge_sdk("cache", "ls", "--json", cache=cache).stdout)[0]["digest"]
+    done = edge_sdk("cache", "inspect", digest[:8], cache=cache)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"{digest}: ok"
+    assert "  profile_name: x86-cpu" in lines and "  backend: onnxruntime" in lines
+    assert any(line.startswith("  equivalence gate: passed") for line in lines)
+    assert json.loads(edge_sdk("cache", "inspect", digest, "--json", cache=cache).stdout)["key"]["precision"] == "fp32"
+    assert_one_line_error(edge_sdk("cache", "inspect", "ffff", cache=cache), "no cache entry starts with 'ffff'")
+
+
 @pytest.mark.parametrize(
     ("args", "fragments"),
     [

@@ -166,9 +166,16 @@ def test_provider_list_when_profile_is_atlas_npu_maps_precision_to_cann_precisio
     providers = provider_list(catalog.load("atlas-npu").engine, precision, tmp_path)  # type: ignore[arg-type]
 
     # Then CANN on NPU 0 comes first with the matching precision mode
-    assert providers[0] == ("CANNExecutionProvider", {"device_id": "0", "precision_mode": mode}), (
-        f"{precision} must map to CANN precision_mode {mode}"
-    )
+    assert providers[0] == (
+        "CANNExecutionProvider",
+        {
+            "device_id": "0",
+            "precision_mode": mode,
+            "enable_cann_graph": "1",
+            "op_select_impl_mode": "high_performance",
+            "npu_mem_limit": str(4096 * 1024 * 1024),
+        },
+    ), f"{precision} must map to CANN precision_mode {mode}, with the profile's mode and memory limit"
     assert [name for name, _ in providers] == ["CANNExecutionProvider", "CPUExecutionProvider"], "then CPU"
 
 

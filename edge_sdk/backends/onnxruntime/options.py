@@ -123,14 +123,40 @@ class TensorRTProvider(_Strict):
 
 
 class CannProvider(_Strict):
+    """Huawei's CANN execution provider (onnxruntime-cann); its options as ONNX Runtime's CANN page lists them."""
+
     type: Literal["cann"] = Field(description="Huawei CANN execution provider (Ascend NPU).")
     device_id: int = Field(0, ge=0, le=MAX_DEVICE_INDEX, strict=True, description=f"NPU index, 0..{MAX_DEVICE_INDEX}.")
+    precision_mode: Literal[
+        "auto", "force_fp32", "force_fp16", "allow_fp32_to_fp16", "must_keep_origin_dtype", "allow_mix_precision"
+    ] = Field(
+        "auto",
+        description="CANN's operator precision mode; auto = force_fp16 for fp16 engines, force_fp32 otherwise.",
+    )
+    op_select_impl_mode: Literal["high_precision", "high_performance"] | None = Field(
+        None, description="CANN's operator implementation mode; null = CANN's default."
+    )
+    memory_limit_mb: int | None = Field(
+        None, ge=1, le=MAX_WORKSPACE_MB, strict=True, description="Limit of the provider's device memory arena, MiB."
+    )
+    cann_graph: bool = Field(True, description="Run the model through CANN's graph engine where it can.")
 
     ort_name: ClassVar[str] = "CANNExecutionProvider"
 
     def ort_options(self, precision: Precision, cache_dir: str) -> dict[str, Any]:
-        mode = "force_fp16" if precision == "fp16" else "force_fp32"
-        return {"device_id": str(self.device_id), "precision_mode": mode}
+        mode = self.precision_mode
+        if mode == "auto":
+            mode = "force_fp16" if precision == "fp16" else "force_fp32"
+        options = {
+            "device_id": str(self.device_id),
+            "precision_mode": mode,
+            "enable_cann_graph": str(int(self.cann_graph)),
+        }
+        if self.op_select_impl_mode is not None:
+            options["op_select_impl_mode"] = self.op_select_impl_mode
+        if self.memory_limit_mb is not None:
+            options["npu_mem_limit"] = str(self.memory_limit_mb * 1024 * 1024)
+        return options
 
 
 class OpenVinoProvider(_Strict):

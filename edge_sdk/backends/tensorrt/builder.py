@@ -72,7 +72,7 @@ class TensorRTBuilder(EngineBuilder):
         device = cuda.device()
         facts: dict[str, Any] = {"build_plan": plan.to_dict(), "cuda": cuda.name}
         source = model.path
-        if plan.fp16_route == "fp16_graph":
+        if plan.fp16_route == "fp16_graph":  # strongly typed: the graph itself says fp16 (the same conversion as ORT's)
             from ..onnxruntime.builder import write_fp16_graph
 
             source = out_dir / FP16_MODEL
@@ -88,7 +88,7 @@ class TensorRTBuilder(EngineBuilder):
         if not parser.parse_from_file(str(source)):
             nodes = _node_names(source)
             raise EngineBuildError(problems_paragraph(model.path.name, read_parser_problems(parser, version, nodes)))
-        config = _builder_config(trt, builder, network, plan)
+        config = _builder_config(trt, builder, plan)
         timing_path = timing_cache_path(
             default_timing_dir(), str(version), device.name, _capability(device.compute_capability), plan.dla_core
         )
@@ -101,7 +101,12 @@ class TensorRTBuilder(EngineBuilder):
         clock = BuildClock()
         if plan.progress_monitor:
             config.progress_monitor = make_progress_monitor(trt, clock)
-        layers = [(layer.name, layer.type.name, config.can_run_on_DLA(layer)) for layer in _layers(network)]
+        # where each network layer can go, asked before the build consumes the network
+        layers = (
+            []
+            if plan.dla_core is None
+            else [(layer.name, layer.type.name, config.can_run_on_DLA(layer)) for layer in _layers(network)]
+        )
         try:
             serialized = builder.build_serialized_network(network, config)
         finally:
@@ -117,18 +122,14 @@ class TensorRTBuilder(EngineBuilder):
             facts["timing_cache"] = str(timing_path)
         (out_dir / PLAN).write_bytes(bytes(serialized))
 
-        engine = trt.Runtime(logger).deserialize_cuda_engine(bytes(serialized))
+        runtime = trt.Runtime(logger)
+        if plan.dla_core is not None:
+            runtime.DLA_core = plan.dla_core
+        engine = runtime.deserialize_cuda_engine(bytes(serialized))
         if engine is None:
             raise EngineBuildError(f"TensorRT built {model.path.name} but cannot load the plan it wrote")
-        inspector_json = engine.create_engine_inspector().get_engine_information(trt.LayerInformationFormat.JSON)
         if plan.dla_core is not None:
-            report = PlacementReport(
-                plan.dla_core,
-                network_layers(layers, fallback_reasons(logger.lines)),
-                engine_layers(inspector_json, tagged_engine_layers(logger.lines)),
-            )
-            for line in report.lines():
-                log.info("DLA placement: %s", line)
+            report = _placement_report(trt, engine, plan.dla_core, layers, logger.lines)
             facts["dla_placement"] = report.to_dict()
             report.check_share(plan.min_dla_share)
         target = EngineTarget(
@@ -145,7 +146,7 @@ class TensorRTBuilder(EngineBuilder):
         return facts
 
 
-def _builder_config(trt: Any, builder: Any, network: Any, plan: BuildPlan) -> Any:
+def _builder_config(trt: Any, builder: Any, plan: BuildPlan) -> Any:
     config = builder.create_builder_config()
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, plan.workspace_bytes)
     if plan.optimization_level is not None:
@@ -162,6 +163,22 @@ def _builder_config(trt: Any, builder: Any, network: Any, plan: BuildPlan) -> An
             profile.set_shape(shape_range.name, shape_range.min, shape_range.opt, shape_range.max)
         config.add_optimization_profile(profile)
     return config
+
+
+def _placement_report(
+    trt: Any, engine: Any, dla_core: int, layers: list[tuple[str, str, bool]], log_lines: list[str]
+) -> PlacementReport:
+    """Where the layers went: the network's per-layer check and the log's fallbacks, and the engine's layers
+    from the inspector (ProfilingVerbosity.DETAILED) with the log's DLA/GPU tags (placement.py)."""
+    inspector_json = engine.create_engine_inspector().get_engine_information(trt.LayerInformationFormat.JSON)
+    report = PlacementReport(
+        dla_core,
+        network_layers(layers, fallback_reasons(log_lines)),
+        engine_layers(inspector_json, tagged_engine_layers(log_lines)),
+    )
+    for line in report.lines():
+        log.info("DLA placement: %s", line)
+    return report
 
 
 def _attach_calibrator(

@@ -11,11 +11,15 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from edge_sdk.backends.tensorrt.build_plan import make_build_plan
 from edge_sdk.backends.tensorrt.build_progress import LOG_EVERY_S, BuildClock
 from edge_sdk.backends.tensorrt.calibration_batches import CalibrationBatches
+from edge_sdk.backends.tensorrt.capabilities import describe_facts
 from edge_sdk.backends.tensorrt.engine_file import EngineHeader, EngineTarget, target_mismatch
 from edge_sdk.backends.tensorrt.engine_io import TensorSpec, check_input_shape, numpy_dtype
 from edge_sdk.backends.tensorrt.onnx_parsing import ParserProblem, problems_paragraph, read_parser_problems
+from edge_sdk.backends.tensorrt.options import TensorRTOptions
+from edge_sdk.backends.tensorrt.placement import LayerPlacement, PlacementReport
 from edge_sdk.backends.tensorrt.timing_cache import read_bytes, timing_cache_path, write_atomically
 from edge_sdk.backends.tensorrt.versions import TensorRTVersion
 from edge_sdk.core.errors import ConfigError, ModelError
@@ -152,3 +156,30 @@ def test_tensor_types_and_shapes_are_checked_before_any_cuda_call() -> None:
         check_input_shape(spec, (5, 3, 8, 8))
     with pytest.raises(ModelError, match="expected size 3 on axis 1"):
         check_input_shape(spec, (1, 4, 8, 8))
+
+
+def test_build_and_cache_inspect_describe_a_dla_builds_facts() -> None:
+    inputs = (TensorMeta("images", np.dtype(np.float32), ("n", 3, 8, 8)),)
+    options = TensorRTOptions(backend="tensorrt", dla_core=0, max_batch=4)
+    plan = make_build_plan(options, "fp16", TensorRTVersion(10, 3), inputs)
+    placement = PlacementReport(
+        0, [LayerPlacement("conv", "CONVOLUTION", "DLA"), LayerPlacement("nms", "NMS", "GPU", "no DLA kernel")]
+    )
+    facts = {
+        "target": ORIN.describe(),
+        "build_plan": plan.to_dict(),
+        "build_seconds": 83.4,
+        "dla_placement": placement.to_dict(),
+    }
+    lines = describe_facts(facts)
+    assert lines[0] == f"target: {ORIN.describe()}"
+    assert lines[1] == (
+        "build: fp16 on DLA core 0; builder flags FP16, GPU_FALLBACK; network flags none; optimisation level 3; "
+        "workspace 1024 MiB"
+    )
+    assert lines[2] == "shapes images: min 1x3x8x8, opt 1x3x8x8, max 4x3x8x8"
+    assert "built in 83.4 s; timing cache off" in lines
+    assert lines[-2:] == [
+        "DLA placement: 1 of 2 layers on DLA core 0 (50%), 1 on the GPU",
+        "DLA placement: GPU  nms (NMS): no DLA kernel",
+    ]
