@@ -19,6 +19,7 @@ LAYERS = (
     "backends",
     "profiles",
     "engines",
+    "serving",
     "mqtt",
     "sinks",
     "pipeline",
