@@ -17,6 +17,7 @@ from edge_sdk.core.yaml_model import load_yaml_model
 from edge_sdk.pipeline.cascade import CascadeSpec
 from edge_sdk.pipeline.extensions import pipeline_extension
 from edge_sdk.postprocess import PostprocessSpec
+from edge_sdk.serving.breaker import BreakerSettings
 from edge_sdk.sinks import SinkSpec
 from edge_sdk.sources.spec import SourceSpec
 
@@ -49,6 +50,19 @@ class ModelSpec(BaseModel):
     precision: Precision | None = Field(None, description="Engine precision; the profile's default when null.")
     calibration: CalibrationSpec | None = Field(
         None, description="Calibration data and accuracy gate; required when the precision is int8."
+    )
+
+
+class FallbackSpec(ModelSpec):
+    """A lighter model (the INT8 or a smaller variant) frames go to while the circuit breaker is open;
+    built, cached and gated like the primary, and read by the same post-processor."""
+
+    preprocess: PreprocessSpec | None = Field(
+        None, description="What the fallback expects its input to look like; null = the primary's preprocess."
+    )
+    breaker: BreakerSettings = Field(
+        default_factory=BreakerSettings,
+        description="When frames go to the fallback and when they come back (docs/pipelines.md, fallback).",
     )
 
 
@@ -105,6 +119,16 @@ class RuntimeSpec(BaseModel):
     batch_timeout_ms: float = Field(
         5.0, ge=0, le=10_000, strict=True, description="How long inference waits to fill a batch, 0..10000 ms."
     )
+    latency_slo_ms: float | None = Field(
+        None,
+        gt=0,
+        le=60_000,
+        description="p99 latency target in ms (a live source: from capture to result; a file: from the engine "
+        "call to the result). Set, each inference worker picks batch size (up to batch_size) and queue delay "
+        "from measured batch latency and arrival rate, instead of batch_timeout_ms, and drops frames that "
+        "cannot meet it (counted as dropped). A target no batch can meet is refused at start with the measured "
+        "best latency. In the inline runtime only that check applies (it runs one frame at a time).",
+    )
     inference_workers: int | None = Field(
         None,
         ge=1,
@@ -156,6 +180,11 @@ class PipelineConfig(BaseModel):
         None, description="A classifier run on crops of the detections (e.g. vehicle colour); null = none."
     )
     sinks: list[SinkSpec] = Field(default_factory=list, description="Where results go, each keyed on `type:`.")
+    fallback: FallbackSpec | None = Field(
+        None,
+        description="A lighter model frames go to while the primary is too slow or failing (a circuit "
+        "breaker); null = none.",
+    )
     runtime: RuntimeSpec = Field(default_factory=RuntimeSpec, description="How the stages run.")
     offload: Any = Field(
         None,

@@ -205,6 +205,12 @@ class FrameRing:
                 for s in chosen
             ]
 
+    def ready_timestamps(self) -> list[float]:
+        """When each READY frame was written (`monotonic()`), oldest first; nothing is claimed."""
+        with self.lock:
+            ready = np.flatnonzero(self._state == SlotState.READY)
+            return sorted(float(stamp) for stamp in self._timestamp[ready])
+
     def frame(self, info: SlotInfo) -> np.ndarray:
         """The pixels of a claimed slot (a view; valid until the slot is released)."""
         return self._frames[info.slot, : info.height, : info.width]

@@ -53,6 +53,13 @@ class FrameInference:
 
     def __init__(self, runner: EngineRunner, input_name: str, feed: FrameFeed, postprocess: Postprocessor):
         self.runner, self.input_name, self.feed, self.postprocess = runner, input_name, feed, postprocess
+        first = next((meta.shape[0] for meta in runner.inputs if meta.name == input_name and meta.shape), None)
+        self.fixed_batch = first if isinstance(first, int) else None
+        """The engine's batch axis when it was built fixed (a static profile): calls are padded to it."""
+        self.padded_rows = 0
+        """Empty rows run to fill fixed-size calls: what a static batch costs."""
+        self.rows = 0
+        """Rows the engine ran, padding included."""
 
     def __call__(self, frames: Sequence[Frame], queued_ms: Sequence[float] | None = None) -> list[Result]:
         """Results in the order of `frames`, with every timing field but cascade and total; `queued_ms`:
@@ -71,7 +78,7 @@ class FrameInference:
         for positions in groups.values():
             started = time.perf_counter()
             stacked = np.concatenate([tensors[p] for p in positions]) if len(positions) > 1 else tensors[positions[0]]
-            outputs = self.runner.infer({self.input_name: stacked})
+            outputs = self._infer(stacked)
             infer_ms = _ms_since(started) / len(positions)
             for row, position in enumerate(positions):
                 meta = frames[position].meta
@@ -90,6 +97,25 @@ class FrameInference:
                 }
                 results[position] = dataclasses.replace(result, timings_ms=timings)
         return [result for result in results if result is not None]
+
+    def _infer(self, stacked: np.ndarray) -> dict[str, np.ndarray]:
+        """One engine call, or, on a fixed batch axis, one call per `fixed_batch` rows with the last
+        padded by repeating its final frame (a real frame keeps every row's numbers in range)."""
+        size = self.fixed_batch
+        self.rows += len(stacked)
+        if size is None or len(stacked) == size:
+            return self.runner.infer({self.input_name: stacked})
+        parts: list[dict[str, np.ndarray]] = []
+        for start in range(0, len(stacked), size):
+            chunk = stacked[start : start + size]
+            missing = size - len(chunk)
+            if missing:
+                chunk = np.concatenate([chunk, np.repeat(chunk[-1:], missing, axis=0)])
+                self.padded_rows += missing
+                self.rows += missing
+            outputs = self.runner.infer({self.input_name: chunk})
+            parts.append({name: value[: size - missing] for name, value in outputs.items()})
+        return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
 
 
 class FrameDelivery:

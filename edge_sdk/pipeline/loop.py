@@ -17,6 +17,7 @@ from edge_sdk.core.results import Result
 from edge_sdk.core.status import StatusCallback, StatusEvent, StatusKind, ignore_status
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.pipeline.engine_setup import open_cascade, prepare_models
+from edge_sdk.pipeline.slo import check_slo
 from edge_sdk.postprocess import build_postprocessor
 from edge_sdk.profiles import DeviceProfile
 from edge_sdk.sinks import SinkFanout, create_sink
@@ -60,6 +61,8 @@ def run_inline(
             if not source.is_live:
                 stack.enter_context(source)
         models = prepare_models(config, profile, cache)
+        if config.runtime.latency_slo_ms is not None:
+            check_slo(models.primary, models.engine_input, config.runtime.latency_slo_ms)
         on_status(StatusEvent(StatusKind.PIPELINE_STARTED, config.name))
         feed = frame_feed(models.preprocess, models.engine_input)
         postprocess = build_postprocessor(config.postprocess)

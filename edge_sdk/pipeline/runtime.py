@@ -22,6 +22,7 @@ from edge_sdk.core.errors import EdgeSDKError
 from edge_sdk.core.status import StatusCallback, StatusEvent, StatusKind, ignore_status
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.pipeline.engine_setup import PreparedModels, prepare_models
+from edge_sdk.pipeline.slo import check_slo
 from edge_sdk.profiles import DeviceProfile
 from edge_sdk.sources.spec import BufferPolicy, SourceSpec
 
@@ -117,6 +118,8 @@ class PipelineRuntime:
         workers, _threads = inference_layout(self.config.runtime, self.profile)
         check_pipeline_memory(self.config, [slot.size for slot in slots], workers=workers)
         models = prepare_models(self.config, self.profile, self.cache)
+        if self.config.runtime.latency_slo_ms is not None:
+            check_slo(models.primary, models.engine_input, self.config.runtime.latency_slo_ms)
         self.on_status(StatusEvent(StatusKind.PIPELINE_STARTED, self.config.name))
         started = time.monotonic()
         try:
@@ -193,6 +196,8 @@ class PipelineRuntime:
                 batch_size=runtime.batch_size,
                 batch_timeout=runtime.batch_timeout_ms / 1000,
                 report_seconds=every,
+                latency_slo_ms=runtime.latency_slo_ms,
+                workers=workers,
                 dispatch=DispatchPlan(config, self.profile, self.cache.root if self.cache else None, workers, live)
                 if config.offload is not None
                 else None,

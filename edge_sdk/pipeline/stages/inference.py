@@ -8,20 +8,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from edge_sdk.backends.runner import EngineRunner
 from edge_sdk.core.preprocess import PreprocessSpec, frame_feed
 from edge_sdk.core.results import Frame, FrameMeta
+from edge_sdk.core.tensor_meta import TensorMeta
 from edge_sdk.engines.engine import PreparedEngine
 from edge_sdk.postprocess import PostprocessSpec, build_postprocessor
 from edge_sdk.profiles import DeviceProfile
-from edge_sdk.sources.spec import BufferPolicy
 
 from ..config import PipelineConfig
 from ..dispatch import FrameDispatch, LocalDispatch
 from ..extensions import make_dispatch
 from ..frame_ring import FrameRing, SlotInfo, monotonic
 from ..frame_steps import FrameInference
+from ..gather import FillGatherer, Gatherer, SloGatherer
 from ..message_socket import MessageSender
 from ..messages import InferenceDone
+from ..slo import seeded_batcher
 from .common import IDLE_SECONDS, Reporter, RingHandle, StageChannels, StageLink, attach_rings, failures_reported
 
 
@@ -42,6 +45,11 @@ class InferencePlan:
     report_seconds: float
     dispatch: DispatchPlan | None = None
     """Where frames go when the pipeline has an extension (offload); None: all here."""
+    latency_slo_ms: float | None = None
+    """runtime.latency_slo_ms: batches chosen by an SloBatcher (batch_size its largest) instead of
+    filling batch_size within batch_timeout."""
+    workers: int = 1
+    """Inference workers sharing the rings: each sees every arrival and serves its share."""
 
 
 @dataclass(frozen=True)
@@ -71,9 +79,12 @@ def run_inference(plan: InferencePlan) -> None:
             feed = frame_feed(plan.preprocess, model_input)
             infer = FrameInference(runner, plan.input_name, feed, build_postprocessor(plan.postprocess))
             dispatch = _dispatch(plan, infer, link)
-            reporter.extra = lambda: {"dispatch": dispatch.stats()}
+            gather = _gatherer(plan, runner, model_input, infer)
+            reporter.extra = lambda: {"dispatch": dispatch.stats(), **gather.stats()}
             try:
-                _serve(rings, plan, link, reporter, Batcher(plan.owner_id, plan.source_names, dispatch, results))
+                _serve(
+                    rings, plan, link, reporter, Batcher(plan.owner_id, plan.source_names, dispatch, results), gather
+                )
             finally:
                 dispatch.close()
         finally:
@@ -94,7 +105,16 @@ def _dispatch(plan: InferencePlan, infer: FrameInference, link: StageLink) -> Fr
     )
 
 
-def _serve(rings: list[FrameRing], plan: InferencePlan, link: StageLink, reporter: Reporter, batcher: Batcher) -> None:
+def _gatherer(plan: InferencePlan, runner: EngineRunner, model_input: TensorMeta, infer: FrameInference) -> Gatherer:
+    if plan.latency_slo_ms is None:
+        return FillGatherer(plan.owner_id, plan.batch_size, plan.batch_timeout, plan.rings)
+    slo = seeded_batcher(runner, model_input, plan.latency_slo_ms, plan.batch_size)
+    return SloGatherer(plan.owner_id, slo, plan.rings, plan.workers, infer)
+
+
+def _serve(
+    rings: list[FrameRing], plan: InferencePlan, link: StageLink, reporter: Reporter, batcher: Batcher, gather: Gatherer
+) -> None:
     """On stop, what was already inferred still reaches the sinks, and frames sent away (and updates
     owed) are waited for, each by its deadline (a frame falls back to this engine); frames waiting in
     rings are not."""
@@ -105,11 +125,12 @@ def _serve(rings: list[FrameRing], plan: InferencePlan, link: StageLink, reporte
         while link.running():
             events = [ring.ready_events for ring in rings]
             if events != looked_at:
-                batch = _gather(rings, plan, next_source)
+                batch = gather(rings, next_source)
                 next_source = (next_source + 1) % len(rings)
                 if batch:
                     started = time.perf_counter()
                     batcher.infer(batch, rings)
+                    gather.ran(len(batch), time.perf_counter() - started)
                     reporter.frames += len(batch)
                     reporter.busy += time.perf_counter() - started
                     reporter.tick()
@@ -134,23 +155,6 @@ def _give_up_sending(link: StageLink, patience: float = 2.0) -> bool:
         return True
     waited = link.seconds_since_stop()
     return waited is not None and waited > patience
-
-
-def _gather(rings: list[FrameRing], plan: InferencePlan, first: int) -> list[tuple[int, SlotInfo]]:
-    """Claim up to batch_size frames across sources; wait up to batch_timeout to fill a batch."""
-    batch: list[tuple[int, SlotInfo]] = []
-    deadline = time.monotonic() + plan.batch_timeout
-    while True:
-        for offset in range(len(rings)):
-            index = (first + offset) % len(rings)
-            room = plan.batch_size - len(batch)
-            if room <= 0:
-                return batch
-            newest = plan.rings[index].policy == BufferPolicy.LATEST
-            batch += [(index, info) for info in rings[index].take_ready(plan.owner_id, newest, room)]
-        if len(batch) >= plan.batch_size or not batch or time.monotonic() >= deadline:
-            return batch
-        time.sleep(0.0005)
 
 
 def _any_ready(rings: list[FrameRing]) -> bool:
