@@ -40,6 +40,9 @@ RATE_TIME_CONSTANT_MS = 250.0
 """How fast the arrival rate follows a change of load: a step is two thirds seen after 250 ms."""
 KEEP_UP_MARGIN = 1.1
 """Batches are sized to carry 10% more than the measured arrival rate."""
+SHED_GAIN = 1.25
+"""Frames are dropped to run a larger batch only when it serves at least 25% more frames per ms: on an
+engine where batching barely pays, dropping the old frames for the young ones gains nothing."""
 MIN_WAIT_MS = 0.2
 """A wait shorter than this is not worth a decision: run now."""
 
@@ -190,7 +193,7 @@ class SloBatcher:
         take = fits[-1] if fits else 1
         rate = self.arrivals.per_ms(now_ms)
         if take < most and rate > take / self.estimate(take):
-            dropped, take = self._shed_for_throughput(ages, most)
+            dropped, take = self._shed_for_throughput(ages, most, take)
             return self._decision(dead + dropped, take)
         if take == len(ages) and take < self.max_batch:
             wait = self._wait_to_keep_up(ages, rate, budget)
@@ -201,9 +204,10 @@ class SloBatcher:
     def _decision(self, shed: int, take: int) -> BatchDecision:
         return BatchDecision(shed, take, size=self.engine_size(take) if take else 0)
 
-    def _shed_for_throughput(self, ages: Sequence[float], most: int) -> tuple[int, int]:
-        """(frames to drop, frames to run): the batch that serves frames fastest, dropping the frames
-        too old for it; the smallest such batch among those within 3% of the fastest."""
+    def _shed_for_throughput(self, ages: Sequence[float], most: int, take: int) -> tuple[int, int]:
+        """(frames to drop, frames to run): the batch that serves frames fastest, dropping the frames too
+        old for it, when it is at least `SHED_GAIN` faster than the `take` the oldest frame allows (else
+        no frame is dropped for it); the smallest such batch among those within 3% of the fastest."""
         budget = self.budget_ms
         options = []
         for size in range(1, most + 1):
@@ -211,9 +215,9 @@ class SloBatcher:
             too_old = sum(1 for age in ages if age > limit)
             if len(ages) - too_old >= size:
                 options.append((size / self.estimate(size), size, too_old))
-        if not options:
-            return 0, 1
-        fastest = max(rate for rate, _size, _old in options)
+        fastest = max((rate for rate, _size, _old in options), default=0.0)
+        if fastest < SHED_GAIN * take / self.estimate(take):
+            return 0, take
         _rate, size, too_old = next(option for option in options if option[0] >= 0.97 * fastest)
         return too_old, size
 
