@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from edge_sdk.core.errors import EdgeSDKError
 from edge_sdk.core.preprocess import PreprocessSpec
 from edge_sdk.mqtt.topics import ROOT, check_identity
+from edge_sdk.serving.model_cache import CacheStats
 
 WHOLE = "whole"
 TAIL_PREFIX = "tail-"
@@ -120,4 +121,5 @@ class WorkerLoad(BaseModel):
     busy: float = Field(0.0, ge=0, description="Share of the last seconds spent computing (1.0 = saturated).")
     served: int = Field(0, ge=0)
     models: dict[str, ModelTimes] = Field(default_factory=dict, description="By model key.")
+    cache: CacheStats | None = Field(None, description="The hot-model cache, when the worker has a memory budget.")
     at: float = Field(description="Unix time of the report.")

@@ -34,13 +34,15 @@ from edge_sdk.mqtt.messages import Message
 from edge_sdk.mqtt.topics import check_identity
 from edge_sdk.pipeline.config import PipelineConfig
 from edge_sdk.profiles import DeviceProfile
+from edge_sdk.serving.model_cache import ModelCacheSettings
 
 from . import tensor_codec
 from .frame_codec import MAX_PIXELS
 from .protocol import DEFAULT_GROUP, RESERVED_PREFIX, WHOLE, WorkerLoad, load_topic, worker_subscription
 from .tensor_codec import PayloadError, TensorPayload
 from .worker_batches import Counters, LoadMeter, RateLimitedLog, Request, RequestQueue, WorkerStats
-from .worker_models import Outcome, ServedModel, TailRunner, load_model
+from .worker_models import Outcome, TailRunner
+from .worker_residency import WorkerModels
 from .worker_wire import Refused, SharedSubscriber, check_request, error_answer, output_answer, worker_mqtt_settings
 
 log = logging.getLogger("cloud_offload.worker")
@@ -64,6 +66,9 @@ class WorkerSettings(BaseModel):
     report_interval_s: float = Field(1.0, gt=0, description="Seconds between load reports.")
     drain_timeout_s: float = Field(5.0, ge=0, description="On stop, how long queued requests may still run.")
     max_pixels: int = Field(MAX_PIXELS, ge=1, description="Largest frame a request may hold.")
+    model_cache: ModelCacheSettings | None = Field(
+        None, description="Keep only the models this budget holds loaded (worker_residency.py); None: all."
+    )
 
 
 class OffloadWorker:
@@ -87,7 +92,9 @@ class OffloadWorker:
         self.load_topic = load_topic(settings.worker_id)
         self.subscription = worker_subscription(settings.group)
         self.broker = worker_mqtt_settings(broker, settings.worker_id, self.load_topic)
-        self.models: dict[str, ServedModel] = {}
+        self.models = WorkerModels(
+            self.pipelines, profile, self.cache, settings.threads, settings.max_pixels, settings.model_cache
+        )
         self.ready = threading.Event()
         self._counters = Counters()
         self._queue = RequestQueue(settings.queue_size)
@@ -109,12 +116,10 @@ class OffloadWorker:
 
     def start(self) -> None:
         try:
-            for config in self.pipelines:
-                served = load_model(
-                    config, self.profile, self.cache, self._stack, self.settings.threads, self.settings.max_pixels
-                )
-                self.models.setdefault(served.key, served)
-                log.info("offload worker: serving %s as model %s", config.name, served.key)
+            self._stack.callback(self.models.close)
+            self.models.start()
+            for key, name in self.models.names().items():
+                log.info("offload worker: serving %s as model %s", name, key)
             self._client = SharedSubscriber(self.broker, self.subscription, self._on_request)
             self._client.connect()
             self._client.subscribe_shared(qos=1)
@@ -188,7 +193,7 @@ class OffloadWorker:
         """Serve `runner` as the tail `part` of model `key` (one of the served pipelines' models)."""
         if key not in self.models:
             raise ConfigError(f"model {key} is not served here (served: {', '.join(sorted(self.models)) or 'none'})")
-        self.models[key].add_tail(part, runner, warm_up)
+        self.models.add_tail(key, part, runner, warm_up)
 
     def tail_for(self, key: str, part: str, tensors: Sequence[str] = ()) -> TailRunner | None:
         """The tail's runner when it is ready; else None, and its build started once if a builder is set
@@ -232,7 +237,8 @@ class OffloadWorker:
             queue_ms=queue_ms,
             busy=busy,
             served=self.stats.served,
-            models={key: served.times() for key, served in self.models.items()},
+            models=self.models.times(),
+            cache=self.models.stats(),
             at=time.time(),
         )
 
@@ -254,9 +260,12 @@ class OffloadWorker:
         if payload.deadline <= time.time():  # the edge has computed it already
             self._counters.add("expired")
             return
-        served = self.models.get(address.model_key)
-        if served is None:
+        if address.model_key not in self.models:
             self._answer_error(request, f"unknown model {address.model_key}")
+            return
+        served = self.models.request(address.model_key)
+        if isinstance(served, str):  # not loaded: answered at once, so the edge computes it itself
+            self._answer_error(request, served, counter="cold")
             return
         cut = [name for name in payload.tensors if not name.startswith(RESERVED_PREFIX)]
         if address.part != WHOLE and self.tail_for(address.model_key, address.part, cut) is None:
@@ -298,7 +307,12 @@ class OffloadWorker:
         if not live:
             return
         started = time.monotonic()
-        result = self.models[live[0].model_key].run(live, started)
+        with self.models.use(live[0].model_key) as served:
+            if served is None:  # evicted while these waited
+                for request in live:
+                    self._answer_error(request, "model loading", counter="cold")
+                return
+            result = served.run(live, started)
         self._meter.batch_ran(started, time.monotonic(), [outcome.queued_ms for outcome in result.outcomes])
         self._counters.add("batches", len(result.calls))
         self._counters.add("batched", sum(result.calls))

@@ -105,6 +105,8 @@ class WorkerStats:
     """Requests answered with an error: undecodable, unknown model or part, wrong inputs, engine failure."""
     overloaded: int = 0
     """Requests answered "worker overloaded" because the queue was full (or the worker stopping)."""
+    cold: int = 0
+    """Requests answered at once because their model was not loaded ("model loading"; worker_residency.py)."""
     batches: int = 0
     """Engine calls."""
     batched: int = 0
@@ -117,7 +119,7 @@ class WorkerStats:
     def line(self) -> str:
         return (
             f"served {self.served}, expired {self.expired}, refused {self.refused}, errors {self.errors}, "
-            f"overloaded {self.overloaded}, batches {self.batches} (mean batch {self.mean_batch:.2f})"
+            f"overloaded {self.overloaded}, cold {self.cold}, batches {self.batches} (mean batch {self.mean_batch:.2f})"
         )
 
 

@@ -13,13 +13,24 @@ import click
 from edge_sdk.cli.context import CliContext
 from edge_sdk.fleet.wire.broker_file import load_broker_file
 from edge_sdk.pipeline.config import load_pipeline
+from edge_sdk.serving.model_cache import ModelCacheSettings
 
 from .cli import offload
 from .protocol import DEFAULT_GROUP
 from .worker import OffloadWorker, WorkerSettings
 from .worker_tails import SplitTails
 
+
+def _model_cache(memory_mb: float | None, pinned: tuple[str, ...], min_residency_s: float) -> ModelCacheSettings | None:
+    if memory_mb is None:
+        if pinned:
+            raise click.UsageError("--pin needs --model-memory-mb (without a budget every model stays loaded)")
+        return None
+    return ModelCacheSettings(memory_mb=memory_mb, pinned=pinned, min_residency_s=min_residency_s)
+
+
 _DEFAULTS = WorkerSettings(worker_id="defaults")
+_CACHE_DEFAULTS = ModelCacheSettings(memory_mb=1)
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
@@ -71,6 +82,27 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
     show_default=True,
     help="Float outputs are answered as this.",
 )
+@click.option(
+    "--model-memory-mb",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Keep only the models this many MB of engine files hold loaded (LRU with pinning and a minimum "
+    "residency); a request for another is answered 'model loading' at once while it loads. Default: all loaded.",
+)
+@click.option(
+    "--pin",
+    "pinned",
+    multiple=True,
+    metavar="MODEL",
+    help="With --model-memory-mb: a model always loaded (a pipeline's name or a model key; repeat for several).",
+)
+@click.option(
+    "--min-residency-s",
+    type=click.FloatRange(min=0),
+    default=_CACHE_DEFAULTS.min_residency_s,
+    show_default=True,
+    help="With --model-memory-mb: a model loaded less than this ago is evicted only for one asked for more "
+    "often; also the window requests are counted over. 0: plain LRU.",
+)
 @click.pass_context
 def worker(
     click_ctx: click.Context,
@@ -84,6 +116,9 @@ def worker(
     queue_size: int,
     threads: int | None,
     answer_precision: str,
+    model_memory_mb: float | None,
+    pinned: tuple[str, ...],
+    min_residency_s: float,
 ) -> None:
     """Serve the models of the pipelines to edge devices over MQTT: whole models on frames, tails on a
     split's tensors. Several workers of one group share the requests. Ctrl-C or SIGTERM answers what is
@@ -106,6 +141,7 @@ def worker(
                 "queue_size": queue_size,
                 "threads": threads,
                 "answer_precision": answer_precision,
+                "model_cache": _model_cache(model_memory_mb, pinned, min_residency_s),
             }
         )
         pipelines = [load_pipeline(path) for path in pipeline_files]
@@ -115,8 +151,10 @@ def worker(
         name = settings.worker_id
         click.echo(f"offload worker {name}: loading {len(pipelines)} model(s) for profile {profile.name}")
         serving.start()
-        for key, served in serving.models.items():
-            click.echo(f"offload worker {name}: serving {served.name} as model {key}")
+        loaded = serving.models.stats()
+        for key, pipeline in serving.models.names().items():
+            kept = "" if loaded is None or key in loaded.resident else " (not loaded until asked for)"
+            click.echo(f"offload worker {name}: serving {pipeline} as model {key}{kept}")
             for part in tails.useful(key):  # the tails an edge picks with cuts: auto, ready before "ready"
                 if stop.is_set():
                     break

@@ -28,7 +28,7 @@ from edge_sdk.core.tensor_meta import TensorMeta
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.engines.equivalence import scene_frames
 from edge_sdk.pipeline.config import PipelineConfig
-from edge_sdk.pipeline.engine_setup import prepare_models
+from edge_sdk.pipeline.engine_setup import PreparedModels, prepare_models
 from edge_sdk.profiles import DeviceProfile
 
 from .frame_codec import MAX_PIXELS, decode_frame, downscale, image_size
@@ -235,6 +235,50 @@ class ServedModel:
         return found[1] if found else None
 
 
+@dataclass(frozen=True)
+class ModelSpec:
+    """A served model before it is opened: its engine built (or found) in the cache, its key and size."""
+
+    key: str
+    name: str
+    models: PreparedModels
+    max_side: int | None
+    engine_bytes: int
+    """The engine's files in the cache: what a memory budget can know before the engine is loaded."""
+
+
+def prepare_model(config: PipelineConfig, profile: DeviceProfile, cache: EngineCache) -> ModelSpec:
+    """The pipeline's whole model for `profile`, from the cache or built and gated (not opened). The
+    cascade stays on the edge (it runs on the frame's pixels there)."""
+    config = config.model_copy(update={"cascade": None})
+    models = prepare_models(config, profile, cache)
+    key = model_key(cache.models.load(config.model.path).sha256, config.preprocess)
+    entry = models.primary.entry
+    size = sum((entry.directory / name).stat().st_size for name in entry.manifest.get("files", {}))
+    resize = config.preprocess.resize
+    return ModelSpec(key, config.name, models, max(resize) if resize else None, size)
+
+
+def open_model(
+    spec: ModelSpec, stack: ExitStack, threads: int | None = None, max_pixels: int = MAX_PIXELS
+) -> ServedModel:
+    """`spec`'s engine open for the life of `stack`, warmed up."""
+    models = spec.models
+    runner = stack.enter_context(models.primary.open(threads=threads))
+    served = ServedModel(
+        spec.key,
+        spec.name,
+        runner,
+        frame_feed(models.preprocess, models.engine_input),
+        models.input_name,
+        spec.max_side,
+        shape_follows_frame=models.primary.folded or spec.max_side is None,
+        max_pixels=max_pixels,
+    )
+    served.warm_up()
+    return served
+
+
 def load_model(
     config: PipelineConfig,
     profile: DeviceProfile,
@@ -244,24 +288,8 @@ def load_model(
     max_pixels: int = MAX_PIXELS,
 ) -> ServedModel:
     """The pipeline's whole model for `profile`, from the cache or built and gated, open for the life
-    of `stack`, warmed up. The cascade stays on the edge (it runs on the frame's pixels there)."""
-    config = config.model_copy(update={"cascade": None})
-    models = prepare_models(config, profile, cache)
-    key = model_key(cache.models.load(config.model.path).sha256, config.preprocess)
-    runner = stack.enter_context(models.primary.open(threads=threads))
-    resize = config.preprocess.resize
-    served = ServedModel(
-        key,
-        config.name,
-        runner,
-        frame_feed(models.preprocess, models.engine_input),
-        models.input_name,
-        max(resize) if resize else None,
-        shape_follows_frame=models.primary.folded or resize is None,
-        max_pixels=max_pixels,
-    )
-    served.warm_up()
-    return served
+    of `stack`, warmed up."""
+    return open_model(prepare_model(config, profile, cache), stack, threads, max_pixels)
 
 
 def _rows(outputs: dict[str, np.ndarray], count: int) -> list[dict[str, np.ndarray]] | None:
