@@ -52,9 +52,19 @@ format: $(VENV)/.test
 typecheck: $(VENV)/.test
 	$(BIN)/mypy
 
+# The Triton Inference Server the Triton forwarding tests and bench run against (tests/support/triton.py):
+# NVIDIA's tritonserver bundled by the nvidia-pytriton wheel, in a venv of its own since pytriton needs
+# numpy<2. It serves the ONNX model through ONNX Runtime, so it runs on any x86-64 Linux, no GPU needed.
+TRITON_VENV := .venv-triton
+$(TRITON_VENV)/.ready: Makefile
+	test -x $(TRITON_VENV)/bin/python || $(PYTHON) -m venv $(TRITON_VENV)
+	$(TRITON_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(TRITON_VENV)/bin/python -m pip install --quiet 'nvidia-pytriton>=0.5' onnxruntime 'numpy<2'
+	touch $@
+
 # Two workers or more (pytest-xdist): most tests wait on subprocesses, brokers and sockets, so the
 # suite takes about 8 minutes instead of 11 on 2 cores; at most 4, as the live-timing tests need a core.
-test: $(VENV)/.test system-deps lint
+test: $(VENV)/.test $(TRITON_VENV)/.ready system-deps lint
 	$(BIN)/python -m pytest --numprocesses=auto --maxprocesses=4
 
 # The edit loop: no brokers, RTSP servers, multi-process pipelines or subprocesses (markers broker, slow).
