@@ -90,7 +90,9 @@ def status(ctx: CliContext, broker_file: Path, wait_s: float, output_format: Out
         click.echo(json.dumps(document, indent=2))
         return
     listing.table(
-        ["worker", "profile", "models", "queue", "queue ms", "busy", "served", "age s"], worker_rows, title="workers"
+        ["worker", "profile", "models", "cache", "queue", "queue ms", "busy", "served", "age s"],
+        worker_rows,
+        title="workers",
     )
     listing.table(
         ["device", "mode", "computed", "link Mbit/s", "rtt ms", "fallbacks", "late"], device_rows, title="devices"
@@ -110,12 +112,24 @@ def _worker_row(load: WorkerLoad, now: float) -> list[Any]:
         load.worker,
         load.profile,
         models,
+        _cache_cell(load),
         load.queue,
         round(load.queue_ms, 1),
         f"{load.busy:.0%}",
         load.served,
         round(now - load.at, 1),
     ]
+
+
+def _cache_cell(load: WorkerLoad) -> str:
+    """The hot-model cache in one cell: what is loaded of what is served, the hit rate, loads, evictions, MB."""
+    cache = load.cache
+    if cache is None:
+        return "all loaded"
+    return (
+        f"{len(cache.resident)}/{len(load.models)} loaded, hit {cache.hit_rate:.0%}, {cache.loads} loads, "
+        f"{cache.evictions} evictions, {cache.used_mb:.1f}/{cache.budget_mb:g} MB"
+    )
 
 
 def _device_row(name: str, counters: dict[str, Any]) -> list[Any]:
