@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Group
 from rich.table import Table
 
-from edge_sdk.pipeline.snapshot import RuntimeSnapshot
+from edge_sdk.pipeline.snapshot import RuntimeSnapshot, StageView
 
 
 def render_snapshot(snapshot: RuntimeSnapshot) -> Group:
@@ -25,9 +25,13 @@ def render_snapshot(snapshot: RuntimeSnapshot) -> Group:
     for name, states in snapshot.rings.items():
         rings.add_row(name, *(str(states.get(k, 0)) for k in columns))
     latency = f"latency (recent frames): p50 {snapshot.latency_p50_ms:.1f} ms, p99 {snapshot.latency_p99_ms:.1f} ms"
+    parts: list[Table | str] = [stages, rings, latency]
+    breaking = [stage for stage in snapshot.stages if stage.breaker]
+    if breaking:
+        parts.append(_breaker_table(breaking))
     offloading = [stage for stage in snapshot.stages if stage.offload]
     if not offloading:
-        return Group(stages, rings, latency)
+        return Group(*parts)
     offload = Table(
         "stage", "mode", "throughput", "computed", "link", "rtt", "cloud", "fallbacks", "late", title="offload"
     )
@@ -44,7 +48,24 @@ def render_snapshot(snapshot: RuntimeSnapshot) -> Group:
             _counts(counters.get("fallbacks", {})),
             str(counters.get("late_answers", 0)),
         )
-    return Group(stages, rings, latency, offload)
+    return Group(*parts, offload)
+
+
+def _breaker_table(stages: list[StageView]) -> Table:
+    """The circuit breaker of each inference worker (a pipeline's `fallback:` model)."""
+    table = Table("stage", "breaker", "primary", "fallback", "openings", "errors", title="fallback model")
+    for stage in stages:
+        counters = stage.breaker or {}
+        frames = counters.get("frames", {})
+        table.add_row(
+            stage.name,
+            str(counters.get("state", "-")).replace("_", "-"),
+            str(frames.get("primary", 0)),
+            str(frames.get("fallback", 0)),
+            str(counters.get("openings", 0)),
+            str(counters.get("errors", 0)),
+        )
+    return table
 
 
 def _counts(counts: dict[str, int]) -> str:

@@ -71,6 +71,9 @@ class Result:
     computed_at: str | None = None
     """Where the model ran, when the pipeline offloads (`cloud_offload`): "edge", "cloud" or
     "split@<tensor>"; None for a pipeline that always runs here."""
+    model: str | None = None
+    """Which model produced it when the pipeline has a `fallback:` model: "primary" or "fallback"
+    (the circuit breaker decides); None for a pipeline without one."""
     update: bool = False
     """A refined result of a frame already delivered (offload's escalation): the same frame, a second time."""
 
@@ -101,6 +104,7 @@ class Result:
                 name: round(value) if name == "batch" else round(value, 3) for name, value in self.timings_ms.items()
             },
             **({"computed_at": self.computed_at} if self.computed_at is not None else {}),
+            **({"model": self.model} if self.model is not None else {}),
             **({"update": True} if self.update else {}),
         }
 

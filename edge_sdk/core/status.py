@@ -31,6 +31,9 @@ class StatusKind(str, Enum):
     OFFLOAD_THROUGHPUT = "offload_throughput"
     """Offload started, changed or stopped sending a share of frames away because the edge cannot keep
     pace with the cameras; the message says how much and why."""
+    MODEL_BREAKER = "model_breaker"
+    """The circuit breaker of a pipeline's `fallback:` model changed state (opened: frames go to the
+    fallback; half-open: probing the primary; closed: back on the primary); the message says why."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,7 @@ _WORDING: dict[StatusKind, tuple[str, str]] = {
     StatusKind.PIPELINE_STOPPED: ("pipeline", "stopped"),
     StatusKind.OFFLOAD_MODE: ("offload", "switched"),
     StatusKind.OFFLOAD_THROUGHPUT: ("offload", ""),
+    StatusKind.MODEL_BREAKER: ("model breaker", ""),  # the message says opened/half-open/closed and why
 }
 """What each kind of event is about and what happened to it, for `StatusEvent.describe`."""
 

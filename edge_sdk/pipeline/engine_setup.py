@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from edge_sdk.backends.calibration import int8_settings, make_calibration
-from edge_sdk.core.errors import ConfigError, SourceError
+from edge_sdk.core.errors import ConfigError, ModelError, SourceError
 from edge_sdk.core.model_file import ModelFile
 from edge_sdk.core.preprocess import Preprocessor, PreprocessSpec
 from edge_sdk.core.tensor_meta import TensorMeta, select_input
@@ -18,6 +18,7 @@ from edge_sdk.engines.equivalence import GateData, GateFrames, shipped_frames, s
 from edge_sdk.graph.options import FRAME_INPUT, GraphOptions
 from edge_sdk.pipeline.cascade import Cascade, NoCascade
 from edge_sdk.pipeline.config import PipelineConfig
+from edge_sdk.pipeline.fallback import FallbackPlan, check_fallback_outputs, fallback_config
 from edge_sdk.postprocess import build_postprocessor
 from edge_sdk.postprocess.classification import ClassificationPostprocessor
 from edge_sdk.profiles import DeviceProfile
@@ -37,6 +38,8 @@ class PreparedModels:
     preprocess: PreprocessSpec
     """The pipeline's preprocessing as the engine needs it: `fold` off when the folded form failed the
     equivalence gate and the engine was built with the preprocessing outside it."""
+    fallback: FallbackPlan | None = None
+    """The `fallback:` model's engine, when the pipeline has one."""
 
     @property
     def input_name(self) -> str:
@@ -57,6 +60,7 @@ def prepare_models(config: PipelineConfig, profile: DeviceProfile, cache: Engine
             config.cascade.preprocess, select_input(cascade_model.inputs, config.cascade.input, "cascade.input")
         )
         ClassificationPostprocessor(config.cascade.postprocess).check_outputs(cascade_model.outputs)
+    fallback_model = _check_fallback(config, cache, model, model_input) if config.fallback is not None else None
     precision = config.model.precision or profile.default_precision
     calibration = pipeline_calibration(config, model, profile) if precision == "int8" else None
     # The cascade classifier stays unfolded: its crops are cut and preprocessed in the output stage.
@@ -69,7 +73,43 @@ def prepare_models(config: PipelineConfig, profile: DeviceProfile, cache: Engine
         else None
     )
     preprocess = config.preprocess.model_copy(update={"fold": primary.folded})
-    return PreparedModels(primary, _engine_input(primary, model_input, primary.folded), cascade, preprocess)
+    fallback = _prepare_fallback(config, profile, cache, fallback_model) if fallback_model is not None else None
+    return PreparedModels(primary, _engine_input(primary, model_input, primary.folded), cascade, preprocess, fallback)
+
+
+def _check_fallback(
+    config: PipelineConfig, cache: EngineCache, primary: ModelFile, primary_input: TensorMeta
+) -> ModelFile:
+    """The fallback model, once it is known to fit: its input takes its preprocessing, and the primary's
+    post-processor reads its outputs as it reads the primary's."""
+    view = fallback_config(config)
+    model = cache.models.load(view.model.path)
+    model_input = select_input(model.inputs, view.model.input, "fallback.input")
+    try:
+        Preprocessor(view.preprocess, model_input)
+    except ModelError as error:
+        raise ModelError(f"fallback {model.path.name}: {error} (fallback.preprocess)") from None
+    same_input = tuple(model_input.shape[1:]) == tuple(primary_input.shape[1:])
+    postprocess = build_postprocessor(config.postprocess)
+    check_fallback_outputs(primary.outputs, model.outputs, postprocess, same_input, f"fallback {model.path.name}")
+    return model
+
+
+def _prepare_fallback(
+    config: PipelineConfig, profile: DeviceProfile, cache: EngineCache, model: ModelFile
+) -> FallbackPlan:
+    """The fallback's engine, prepared as the primary of the pipeline seen with the fallback in its place."""
+    assert config.fallback is not None
+    view = fallback_config(config)
+    model_input = select_input(model.inputs, view.model.input, "fallback.input")
+    precision = view.model.precision or profile.default_precision
+    calibration = pipeline_calibration(view, model, profile) if precision == "int8" else None
+    gate = pipeline_gate(view, model_input.name)
+    engine = prepare_engine(
+        model, profile, precision, cache, graph=pipeline_graph(view, model), calibration=calibration, gate=gate
+    )
+    preprocess = view.preprocess.model_copy(update={"fold": engine.folded})
+    return FallbackPlan(engine, _engine_input(engine, model_input, engine.folded), preprocess, config.fallback.breaker)
 
 
 def pipeline_graph(config: PipelineConfig, model: ModelFile) -> GraphOptions | None:

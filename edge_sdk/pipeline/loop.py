@@ -27,6 +27,7 @@ from edge_sdk.sources.skipped_frames import report
 
 from .config import PipelineConfig
 from .extensions import make_dispatch
+from .fallback import breaker_inference
 from .frame_ring import monotonic
 from .frame_steps import FrameDelivery, FrameInference
 from .metrics import LatencyRecorder, RunSummary
@@ -80,6 +81,9 @@ def run_inline(
             sinks.open()
         infer = FrameInference(engine, models.input_name, feed, postprocess)
         live = frozenset(source.name for source in sources if source.is_live)
+        if models.fallback is not None:
+            runner = stack.enter_context(models.fallback.engine.open())
+            infer = breaker_inference(infer, models.fallback, runner, config.name, on_status, live)
         dispatch = make_dispatch(config, profile, cache.root if cache else None, infer, 0, on_status, 1, live)
         stack.callback(dispatch.close)
         deliver = FrameDelivery(cascade, sinks)

@@ -7,6 +7,7 @@ import socket
 from typing import Any
 
 from edge_sdk.core.errors import BackendUnavailableError, ConfigError
+from edge_sdk.serving.breaker import STATE_VALUE, BreakerState
 
 from .snapshot import RuntimeSnapshot
 
@@ -84,6 +85,22 @@ class PrometheusExporter:
             "edge_sdk_offload_late_answers", "Answers that came after their frame's deadline", ["stage"],
             registry=self.registry,
         )  # fmt: skip
+        self._breaker_state = prom.Gauge(
+            "edge_sdk_breaker_state",
+            "An inference stage's circuit breaker of the fallback model: 0 closed, 1 half-open, 2 open",
+            ["stage"],
+            registry=self.registry,
+        )
+        self._model_frames = prom.Gauge(
+            "edge_sdk_model_frames",
+            "Frames an inference stage computed, by model (primary, fallback)",
+            ["stage", "model"],
+            registry=self.registry,
+        )
+        self._breaker_openings = prom.Gauge(
+            "edge_sdk_breaker_openings", "Times an inference stage's circuit breaker opened", ["stage"],
+            registry=self.registry,
+        )  # fmt: skip
         self._server: Any
         try:
             self._server, self._thread = prom.start_http_server(port, addr=address, registry=self.registry)
@@ -99,6 +116,8 @@ class PrometheusExporter:
             self._restarts.labels(stage.name).set(stage.restarts)
             if stage.offload:
                 self._update_offload(stage.name, stage.offload)
+            if stage.breaker:
+                self._update_breaker(stage.name, stage.breaker)
         for source, states in snapshot.rings.items():
             self._dropped.labels(source).set(states.get("dropped", 0))
             for state, count in states.items():
@@ -119,6 +138,13 @@ class PrometheusExporter:
             self._offload_cloud_ms.labels(stage, mode).set(ms)
         self._offload_late.labels(stage).set(counters.get("late_answers", 0))
         self._offload_share.labels(stage).set(counters.get("throughput_share", 0))
+
+    def _update_breaker(self, stage: str, counters: dict[str, Any]) -> None:
+        state = counters.get("state", "closed")
+        self._breaker_state.labels(stage).set(STATE_VALUE.get(BreakerState(state), 0))
+        for model, count in counters.get("frames", {}).items():
+            self._model_frames.labels(stage, model).set(count)
+        self._breaker_openings.labels(stage).set(counters.get("openings", 0))
 
     def close(self) -> None:
         self._server.shutdown()

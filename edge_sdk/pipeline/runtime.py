@@ -198,6 +198,7 @@ class PipelineRuntime:
                 report_seconds=every,
                 latency_slo_ms=runtime.latency_slo_ms,
                 workers=workers,
+                fallback=models.fallback,
                 dispatch=DispatchPlan(config, self.profile, self.cache.root if self.cache else None, workers, live)
                 if config.offload is not None
                 else None,

@@ -33,6 +33,9 @@ class StageView:
     offload: dict[str, Any] | None = None
     """An inference stage's dispatch counters when the pipeline offloads (cloud_offload's agent):
     mode, frames per place computed, fallbacks, link estimate, cloud times."""
+    breaker: dict[str, Any] | None = None
+    """An inference stage's circuit breaker when the pipeline has a `fallback:` model: state, frames
+    per model, openings, primary errors."""
     _last: tuple[float, int, float, int] | None = None
     """(when, frames, busy seconds, pid) of the previous report."""
     _earlier_frames: int = 0
@@ -51,6 +54,7 @@ class StageView:
         self.frames = self._earlier_frames + report.frames
         self.pid, self.dropped, self.state = report.pid, report.dropped, "running"
         self.offload = report.extra.get("dispatch") or None
+        self.breaker = report.extra.get("breaker") or None
 
 
 @dataclass

@@ -104,7 +104,7 @@ class Transition:
     before: BreakerState
     after: BreakerState
     reason: str
-    """Why, in words: "p99 182 ms over 100 ms in the last 10 s (25 frames)", "5 errors in a row"."""
+    """Why, in words: "p99 182 ms over 100 ms, 25 frames in the last 10 s", "5 errors in a row"."""
 
 
 class CircuitBreaker:
@@ -130,7 +130,7 @@ class CircuitBreaker:
     def use_primary(self) -> bool:
         """Whether the next frame goes to the primary (open -> half-open once the ejection time is over)."""
         if self.state is BreakerState.OPEN and self.clock() >= self._open_until:
-            self._move(BreakerState.HALF_OPEN, f"{self.ejection_s():g} s ejection over, probing the primary")
+            self._move(BreakerState.HALF_OPEN, f"{self.ejection_s():g} s ejection over")
         return self.state is not BreakerState.OPEN
 
     def record(self, latency_ms: float, failed: bool = False) -> None:
@@ -164,7 +164,7 @@ class CircuitBreaker:
             p99 = nearest_rank([ms for _when, ms, bad in self._window if not bad], 99)
             if p99 > settings.p99_ms:
                 self._open(
-                    f"p99 {p99:.0f} ms over {settings.p99_ms:g} ms in the last {settings.window_s:g} s ({count} frames)"
+                    f"p99 {p99:.0f} ms over {settings.p99_ms:g} ms, {count} frames in the last {settings.window_s:g} s"
                 )
 
     def _probe(self, latency_ms: float, failed: bool) -> None:
@@ -183,7 +183,7 @@ class CircuitBreaker:
         self.openings += 1
         self._openings_in_row += 1
         self._open_until = self.clock() + self.ejection_s()
-        self._move(BreakerState.OPEN, f"{reason}; fallback for {self.ejection_s():g} s")
+        self._move(BreakerState.OPEN, reason)
 
     def _move(self, state: BreakerState, reason: str) -> None:
         before, self.state = self.state, state

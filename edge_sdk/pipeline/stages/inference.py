@@ -19,6 +19,7 @@ from edge_sdk.profiles import DeviceProfile
 from ..config import PipelineConfig
 from ..dispatch import FrameDispatch, LocalDispatch
 from ..extensions import make_dispatch
+from ..fallback import FallbackPlan, breaker_stats, stage_inference
 from ..frame_ring import FrameRing, SlotInfo, monotonic
 from ..frame_steps import FrameInference
 from ..gather import FillGatherer, Gatherer, SloGatherer
@@ -50,6 +51,8 @@ class InferencePlan:
     filling batch_size within batch_timeout."""
     workers: int = 1
     """Inference workers sharing the rings: each sees every arrival and serves its share."""
+    fallback: FallbackPlan | None = None
+    """The `fallback:` model and its breaker; None: every frame on `engine`."""
 
 
 @dataclass(frozen=True)
@@ -78,9 +81,11 @@ def run_inference(plan: InferencePlan) -> None:
             model_input = next(meta for meta in runner.inputs if meta.name == plan.input_name)
             feed = frame_feed(plan.preprocess, model_input)
             infer = FrameInference(runner, plan.input_name, feed, build_postprocessor(plan.postprocess))
+            live = frozenset(name for name, ring in zip(plan.source_names, plan.rings, strict=True) if ring.live)
+            infer = stage_inference(infer, plan.fallback, plan.threads, stage, link.report, live)
             dispatch = _dispatch(plan, infer, link)
             gather = _gatherer(plan, runner, model_input, infer)
-            reporter.extra = lambda: {"dispatch": dispatch.stats(), **gather.stats()}
+            reporter.extra = lambda: {"dispatch": dispatch.stats(), **gather.stats(), **breaker_stats(infer)}
             try:
                 _serve(
                     rings, plan, link, reporter, Batcher(plan.owner_id, plan.source_names, dispatch, results), gather
