@@ -162,7 +162,9 @@ def test_a_fixed_batch_engine_pads_to_its_built_size() -> None:
 
 def test_an_slo_no_batch_can_meet_is_refused_with_the_measured_best_latency() -> None:
     batcher = seeded(5.0, 8)
-    with pytest.raises(SloUnreachable, match=r"latency_slo_ms 5 cannot be met: the best measured batch latency is \d+\.\d ms"):
+    with pytest.raises(
+        SloUnreachable, match=r"latency_slo_ms 5 cannot be met: the best measured batch latency is \d+\.\d ms"
+    ):
         batcher.check_reachable()
     seeded(20.0, 8).check_reachable()
 

@@ -1,0 +1,234 @@
+"""Adaptive batching under a latency SLO against every static batch, on a real engine, in one run.
+
+Usage: python tools/bench/governance_batching.py [--models cnn,detector] [--profile x86-cpu]
+       [--loads 0.3,0.7,0.9,1.2,2.0] [--seconds 4] [--slo-ms 0] [--statics 1,2,4,8,16] [--delays-ms 0,5]
+       [--max-batch 16] [--threads 0] [--json PATH]
+
+Per model (the ResNet-18-sized CNN of tools/harness, float32 [N, 3, 224, 224]; the demo detector with its
+preprocessing folded in, raw 480x480 uint8 frames): the engine is built by `prepare_engine` for the
+profile, each batch size is timed, and the capacity is the most frames/s a batch carries with two of its
+calls inside the SLO (a frame waits for the batch before its own). The SLO (--slo-ms 0: 5x the time of
+one frame alone) is the p99 target from a request's arrival to its result.
+
+Each load level is a Poisson arrival stream at that share of the capacity, for --seconds, put into the
+offload worker's own RequestQueue (cloud_offload/worker_batches.py) by a thread, and served on the main
+thread by the engine, batched either by a static rule (`take_batch`: up to B requests, waiting up to D ms
+for them) or by the SLO batcher (`take_slo_batch`: edge_sdk/serving/batching.py, seeded with the
+measured batch times as the worker seeds it). Per load: for each rule, frames/s served within the SLO
+(goodput), p50/p99 of the requests it served, and what it shed (the static rules shed nothing: their late
+requests count against their goodput); then the best static rule and adaptive / best. The target (issue
+15): adaptive >= 0.95 of the best static at every load, with its p99 within the SLO.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from cloud_offload.worker_batches import Request, RequestQueue, SloBatchers  # noqa: E402
+from edge_sdk.serving.batching import SloBatcher  # noqa: E402
+
+
+@dataclass
+class Outcome:
+    rule: str
+    latencies_ms: np.ndarray
+    shed: int
+    seconds: float
+
+    def goodput(self, slo_ms: float) -> float:
+        return float(np.sum(self.latencies_ms <= slo_ms)) / self.seconds
+
+    def percentile(self, q: float) -> float:
+        return float(np.percentile(self.latencies_ms, q)) if self.latencies_ms.size else float("nan")
+
+
+def build_runner(name: str, profile_name: str, folder: Path, threads: int | None) -> tuple[Any, np.ndarray]:
+    """(an open runner, one request's input) for the model `name`."""
+    from edge_sdk.core.model_file import ModelFile
+    from edge_sdk.engines.benchmark import make_input
+    from edge_sdk.engines.cache import EngineCache
+    from edge_sdk.engines.engine import prepare_engine
+    from edge_sdk.pipeline.config import load_pipeline
+    from edge_sdk.pipeline.engine_setup import pipeline_graph
+    from edge_sdk.profiles import ProfileCatalog
+    from tools.harness.onnx_models import resnet18_like
+
+    profile = ProfileCatalog().load(profile_name)
+    cache = EngineCache(folder / "cache")
+    if name == "cnn":
+        model = ModelFile.load(resnet18_like(folder / "cnn.onnx"))
+        engine = prepare_engine(model, profile, "fp32", cache)
+    else:
+        config = load_pipeline(REPO / "pipelines" / "demo.yaml")
+        model = ModelFile.load(config.model.path)
+        engine = prepare_engine(model, profile, "fp32", cache, graph=pipeline_graph(config, model))
+    runner = engine.open(threads=threads)
+    runner.activate()
+    meta = runner.inputs[0]
+    return runner, make_input(meta, 1, 480, np.random.default_rng(0))
+
+
+def batch_times(runner: Any, sample: np.ndarray, sizes: list[int], name: str) -> dict[int, float]:
+    times = {}
+    for size in sizes:
+        feed = {name: np.repeat(sample, size, axis=0)}
+        runner.infer(feed)
+        samples = []
+        for _ in range(5):
+            started = time.perf_counter()
+            runner.infer(feed)
+            samples.append((time.perf_counter() - started) * 1000)
+        times[size] = float(np.median(samples))
+    return times
+
+
+def serve(
+    runner: Any,
+    sample: np.ndarray,
+    input_name: str,
+    rate: float,
+    seconds: float,
+    rule: str,
+    take: Any,
+    queue: RequestQueue,
+    on_batch: Any = None,
+) -> Outcome:
+    rng = np.random.default_rng(7)
+    gaps = rng.exponential(1.0 / rate, int(rate * seconds * 1.5) + 10)
+    latencies: list[float] = []
+    shed_total = 0
+    start = time.monotonic() + 0.05
+
+    def arrive() -> None:
+        at = start
+        for gap in gaps:
+            at += gap
+            if at - start > seconds:
+                break
+            delay = at - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            queue.put(Request("bench", "m", "whole", "x", "", b"", None, arrived=at))  # type: ignore[arg-type]
+        queue.close()
+
+    producer = threading.Thread(target=arrive, daemon=True)
+    producer.start()
+    while True:
+        batch, shed = take(queue)
+        shed_total += len(shed)
+        if not batch:
+            if not producer.is_alive() and not len(queue):
+                break
+            continue
+        started = time.monotonic()
+        runner.infer({input_name: np.repeat(sample, len(batch), axis=0)})
+        finished = time.monotonic()
+        if on_batch is not None:
+            on_batch(len(batch), (finished - started) * 1000)
+        latencies += [(finished - request.arrived) * 1000 for request in batch]
+    producer.join()
+    return Outcome(rule, np.array(latencies), shed_total, seconds)
+
+
+def static_rule(batch: int, delay_ms: float) -> Any:
+    return lambda queue: (queue.take_batch(batch, delay_ms / 1000, timeout=0.05), [])
+
+
+def run_model(name: str, args: argparse.Namespace, folder: Path) -> dict[str, Any]:
+    runner, sample = build_runner(name, args.profile, folder, args.threads or None)
+    input_name = runner.inputs[0].name
+    sizes = sorted({1, 2, 4, 8, args.max_batch, *args.statics})
+    times = batch_times(runner, sample, [s for s in sizes if s <= args.max_batch], input_name)
+    slo = args.slo_ms or round(5 * times[1], 1)
+    capacity = max(size * 1000 / ms for size, ms in times.items() if 2 * ms <= slo)
+    print(f"\n{name} on {args.profile}: batch ms " + ", ".join(f"{s}: {ms:.1f}" for s, ms in times.items()))
+    print(f"SLO {slo:g} ms, capacity {capacity:.0f} frames/s (the best batch with two calls within the SLO)")
+    header = f"{'load':>5} {'req/s':>6} | {'rule':<14} {'good/s':>7} {'p50':>7} {'p99':>7} {'shed':>6}"
+    print(header + "\n" + "-" * len(header))
+    rows = []
+    for load in args.loads:
+        rate = load * capacity
+        outcomes = []
+        for batch in args.statics:
+            for delay in args.delays_ms:
+                queue = RequestQueue(100_000)
+                rule = f"static {batch}/{delay:g}ms"
+                take = static_rule(batch, delay)
+                outcomes.append(serve(runner, sample, input_name, rate, args.seconds, rule, take, queue))
+        slo_batchers = SloBatchers(slo, args.max_batch, lambda key: None)
+        seeded: SloBatcher = slo_batchers(("m", "whole", "x"))
+        for size, ms in times.items():
+            for _ in range(3):
+                seeded.ran(size, ms)
+        queue = RequestQueue(100_000, slo_batchers)
+        adaptive = serve(
+            runner, sample, input_name, rate, args.seconds, "adaptive",
+            lambda q: q.take_slo_batch(timeout=0.05), queue, on_batch=seeded.ran,
+        )  # fmt: skip
+        best = max(outcomes, key=lambda outcome: outcome.goodput(slo))
+        for outcome in [*outcomes, adaptive]:
+            mark = " <- best static" if outcome is best else ""
+            print(
+                f"{load:>5.2f} {rate:>6.0f} | {outcome.rule:<14} {outcome.goodput(slo):>7.1f} "
+                f"{outcome.percentile(50):>7.1f} {outcome.percentile(99):>7.1f} {outcome.shed:>6}{mark}"
+            )
+        ratio = adaptive.goodput(slo) / best.goodput(slo) if best.goodput(slo) else float("nan")
+        print(
+            f"{'':>14}adaptive / best static ({best.rule}): {ratio:.3f}, adaptive p99 {adaptive.percentile(99):.1f} ms"
+        )
+        rows.append(
+            {
+                "load": load,
+                "rate": rate,
+                "best_static": best.rule,
+                "best_goodput": best.goodput(slo),
+                "adaptive_goodput": adaptive.goodput(slo),
+                "ratio": ratio,
+                "adaptive_p50": adaptive.percentile(50),
+                "adaptive_p99": adaptive.percentile(99),
+                "adaptive_shed": adaptive.shed,
+                "best_p99": best.percentile(99),
+            }
+        )
+    return {"model": name, "profile": args.profile, "slo_ms": slo, "capacity": capacity, "times": times, "rows": rows}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", default="cnn,detector")
+    parser.add_argument("--profile", default="x86-cpu")
+    parser.add_argument("--loads", default="0.3,0.7,0.9,1.2,2.0")
+    parser.add_argument("--seconds", type=float, default=4.0)
+    parser.add_argument("--slo-ms", type=float, default=0.0)
+    parser.add_argument("--statics", default="1,2,4,8,16")
+    parser.add_argument("--delays-ms", default="0,5")
+    parser.add_argument("--max-batch", type=int, default=16)
+    parser.add_argument("--threads", type=int, default=0)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    args.loads = [float(x) for x in args.loads.split(",")]
+    args.statics = [int(x) for x in args.statics.split(",")]
+    args.delays_ms = [float(x) for x in args.delays_ms.split(",")]
+    results = []
+    with tempfile.TemporaryDirectory() as folder:
+        for name in args.models.split(","):
+            results.append(run_model(name, args, Path(folder)))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
