@@ -34,13 +34,23 @@ from edge_sdk.mqtt.messages import Message
 from edge_sdk.mqtt.topics import check_identity
 from edge_sdk.pipeline.config import PipelineConfig
 from edge_sdk.profiles import DeviceProfile
+from edge_sdk.serving.batching import SloBatcher, SloUnreachable
 from edge_sdk.serving.model_cache import ModelCacheSettings
 
 from . import tensor_codec
 from .frame_codec import MAX_PIXELS
 from .protocol import DEFAULT_GROUP, RESERVED_PREFIX, WHOLE, WorkerLoad, load_topic, worker_subscription
 from .tensor_codec import PayloadError, TensorPayload
-from .worker_batches import Counters, LoadMeter, RateLimitedLog, Request, RequestQueue, WorkerStats
+from .worker_batches import (
+    BatchKey,
+    Counters,
+    LoadMeter,
+    RateLimitedLog,
+    Request,
+    RequestQueue,
+    SloBatchers,
+    WorkerStats,
+)
 from .worker_models import Outcome, TailRunner
 from .worker_residency import WorkerModels
 from .worker_wire import Refused, SharedSubscriber, check_request, error_answer, output_answer, worker_mqtt_settings
@@ -60,6 +70,15 @@ class WorkerSettings(BaseModel):
     group: str = Field(DEFAULT_GROUP, description="The shared-subscription group it serves requests of.")
     batch_size: int = Field(8, ge=1, le=256, description="Most requests of one model, part and shape per call.")
     batch_delay_ms: float = Field(2.0, ge=0, le=1000, description="Longest wait for a batch to fill.")
+    latency_slo_ms: float | None = Field(
+        None,
+        gt=0,
+        le=60_000,
+        description="p99 target from a request's arrival to its answer. Set, batch size (up to batch_size) and "
+        "delay follow measured batch latency and arrival rate instead of batch_delay_ms, and a request that "
+        "cannot meet it is answered 'shed' (the edge computes it). A target the warm-up shows no batch can meet "
+        "is refused at start.",
+    )
     queue_size: int = Field(64, ge=1, description="Requests waiting at most; beyond, 'worker overloaded' at once.")
     threads: int | None = Field(None, ge=1, description="Engine threads (default: the profile's).")
     answer_precision: Literal["fp32", "fp16"] = Field("fp16", description="Float outputs are answered as this.")
@@ -97,7 +116,10 @@ class OffloadWorker:
         )
         self.ready = threading.Event()
         self._counters = Counters()
-        self._queue = RequestQueue(settings.queue_size)
+        slo = settings.latency_slo_ms
+        self._queue = RequestQueue(
+            settings.queue_size, SloBatchers(slo, settings.batch_size, self._seed_ms) if slo is not None else None
+        )
         self._stack = ExitStack()
         self._client: SharedSubscriber | None = None
         self._threads: list[threading.Thread] = []
@@ -118,6 +140,7 @@ class OffloadWorker:
         try:
             self._stack.callback(self.models.close)
             self.models.start()
+            self._check_slo()
             for key, name in self.models.names().items():
                 log.info("offload worker: serving %s as model %s", name, key)
             self._client = SharedSubscriber(self.broker, self.subscription, self._on_request)
@@ -242,6 +265,27 @@ class OffloadWorker:
             at=time.time(),
         )
 
+    def _check_slo(self) -> None:
+        """SloUnreachable when a model loaded at start computes one request slower than the SLO allows."""
+        slo = self.settings.latency_slo_ms
+        if slo is None:
+            return
+        for key, times in self.models.times().items():
+            if times.whole_ms is not None:
+                batcher = SloBatcher(slo, 1)
+                batcher.ran(1, times.whole_ms)
+                try:
+                    batcher.check_reachable()
+                except SloUnreachable as exc:
+                    raise SloUnreachable(f"model {key}: {exc}") from None
+
+    def _seed_ms(self, key: BatchKey) -> float | None:
+        model_key, part, _shape = key
+        times = self.models.times().get(model_key)
+        if times is None:
+            return None
+        return times.whole_ms if part == WHOLE else times.tails_ms.get(part)
+
     # --- paho's thread: each request as it arrives -----------------------------------------------------
 
     def _on_request(self, message: Message) -> None:
@@ -287,7 +331,14 @@ class OffloadWorker:
     def _compute_loop(self) -> None:
         delay_s = self.settings.batch_delay_ms / 1000
         while True:
-            batch = self._queue.take_batch(self.settings.batch_size, delay_s, timeout=0.5)
+            if self._queue.slo is None:
+                batch = self._queue.take_batch(self.settings.batch_size, delay_s, timeout=0.5)
+            else:
+                batch, shed = self._queue.take_slo_batch(timeout=0.5)
+                for request in shed:
+                    self._answer_error(request, "shed: cannot meet the worker's latency SLO", counter="shed")
+                if shed and not batch:
+                    continue
             if not batch:
                 if self._stopped and not len(self._queue):
                     return

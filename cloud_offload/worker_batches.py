@@ -13,8 +13,10 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+
+from edge_sdk.serving.batching import SloBatcher
 
 from .tensor_codec import TensorPayload
 
@@ -39,11 +41,31 @@ class Request:
         return (self.model_key, self.part, self.shape)
 
 
-class RequestQueue:
-    """Thread-safe, bounded, FIFO across batch keys; `close` lets the consumer drain what is left."""
+class SloBatchers:
+    """One SloBatcher per batch key (each model, part and shape has its own latencies), made on the key's
+    first request and seeded with the compute time the worker measured at warm-up (`seed`)."""
 
-    def __init__(self, capacity: int):
+    def __init__(self, slo_ms: float, max_batch: int, seed: Callable[[BatchKey], float | None]):
+        self.slo_ms, self.max_batch, self.seed = slo_ms, max_batch, seed
+        self._batchers: dict[BatchKey, SloBatcher] = {}
+
+    def __call__(self, key: BatchKey) -> SloBatcher:
+        batcher = self._batchers.get(key)
+        if batcher is None:
+            batcher = self._batchers[key] = SloBatcher(self.slo_ms, self.max_batch)
+            seed_ms = self.seed(key)
+            if seed_ms is not None:
+                batcher.ran(1, seed_ms)
+        return batcher
+
+
+class RequestQueue:
+    """Thread-safe, bounded, FIFO across batch keys; `close` lets the consumer drain what is left.
+    With `slo`, batches are what each key's SloBatcher decides (`take_slo_batch`)."""
+
+    def __init__(self, capacity: int, slo: SloBatchers | None = None):
         self.capacity = capacity
+        self.slo = slo
         self._items: deque[Request] = deque()
         self._condition = threading.Condition()
         self._closed = False
@@ -58,6 +80,8 @@ class RequestQueue:
             if self._closed or len(self._items) >= self.capacity:
                 return False
             self._items.append(request)
+            if self.slo is not None:
+                self.slo(request.batch_key).arrivals.arrived(1, request.arrived * 1000)
             self._condition.notify_all()
             return True
 
@@ -78,6 +102,30 @@ class RequestQueue:
             taken = {id(request) for request in matching}
             self._items = deque(request for request in self._items if id(request) not in taken)
             return matching
+
+    def take_slo_batch(self, timeout: float | None = None) -> tuple[list[Request], list[Request]]:
+        """(the batch to run, the requests shed because they cannot meet the SLO) for the oldest request's
+        key, as its SloBatcher decides; ([], []) as take_batch's []. A closed queue runs what is left."""
+        assert self.slo is not None
+        with self._condition:
+            if not self._condition.wait_for(lambda: self._items or self._closed, timeout) or not self._items:
+                return [], []
+            key = self._items[0].batch_key
+            batcher = self.slo(key)
+            while True:
+                matching = [request for request in self._items if request.batch_key == key]
+                now = time.monotonic()
+                decision = batcher.decide([(now - request.arrived) * 1000 for request in matching], now * 1000)
+                if decision.take or decision.shed or self._closed or not decision.wait_ms:
+                    break
+                self._condition.wait(decision.wait_ms / 1000)
+            shed = matching[: decision.shed]
+            batch = matching[decision.shed : decision.shed + decision.take]
+            if self._closed and not batch and not shed:
+                batch = matching[: batcher.max_batch]
+            taken = {id(request) for request in [*shed, *batch]}
+            self._items = deque(request for request in self._items if id(request) not in taken)
+            return batch, shed
 
     def close(self) -> None:
         with self._condition:
@@ -107,6 +155,8 @@ class WorkerStats:
     """Requests answered "worker overloaded" because the queue was full (or the worker stopping)."""
     cold: int = 0
     """Requests answered at once because their model was not loaded ("model loading"; worker_residency.py)."""
+    shed: int = 0
+    """Requests answered "shed" because they could not meet the worker's latency SLO."""
     batches: int = 0
     """Engine calls."""
     batched: int = 0
@@ -119,7 +169,7 @@ class WorkerStats:
     def line(self) -> str:
         return (
             f"served {self.served}, expired {self.expired}, refused {self.refused}, errors {self.errors}, "
-            f"overloaded {self.overloaded}, cold {self.cold}, batches {self.batches} (mean batch {self.mean_batch:.2f})"
+            f"overloaded {self.overloaded}, cold {self.cold}, shed {self.shed}, batches {self.batches} (mean batch {self.mean_batch:.2f})"
         )
 
 

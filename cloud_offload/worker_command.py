@@ -68,6 +68,12 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
     help="Longest wait for a batch to fill.",
 )
 @click.option(
+    "--latency-slo-ms",
+    type=click.FloatRange(0, 60_000, min_open=True),
+    help="p99 target from a request's arrival to its answer: batch size (up to --batch-size) and delay follow "
+    "measured latency and arrival rate, and requests that cannot meet it are answered 'shed'.",
+)
+@click.option(
     "--queue-size",
     type=click.IntRange(1),
     default=_DEFAULTS.queue_size,
@@ -113,6 +119,7 @@ def worker(
     group: str,
     batch_size: int,
     batch_delay_ms: float,
+    latency_slo_ms: float | None,
     queue_size: int,
     threads: int | None,
     answer_precision: str,
@@ -138,6 +145,7 @@ def worker(
                 "group": group,
                 "batch_size": batch_size,
                 "batch_delay_ms": batch_delay_ms,
+                "latency_slo_ms": latency_slo_ms,
                 "queue_size": queue_size,
                 "threads": threads,
                 "answer_precision": answer_precision,
