@@ -36,6 +36,7 @@ from edge_sdk.mqtt import Message, MqttClient
 from edge_sdk.pipeline.config import PipelineConfig
 from edge_sdk.pipeline.engine_setup import prepare_models
 from edge_sdk.profiles import DeviceProfile
+from edge_sdk.serving.batching import SloUnreachable
 from tests.conftest import DEMO_MODEL, REPO_ROOT
 from tests.support.clients import Inbox
 from tests.support.waits import wait_until
@@ -462,3 +463,30 @@ def test_a_worker_stopped_with_sigterm_clears_its_report_and_a_killed_one_is_cle
     assert "w-term: ready" in output and "w-term: stopped; served 0" in output
     assert retained(broker, protocol.load_topic("w-term")) == []
     wait_until(lambda: retained(broker, protocol.load_topic("w-kill"), 0.2) == [], 5, "the will to clear the report")
+
+
+def test_a_burst_past_capacity_is_served_within_the_slo_or_answered_shed_each_exactly_once(
+    start_worker: WorkerFactory, edge: Edge, detector: PipelineConfig, cache: EngineCache, astronaut_bgr: np.ndarray
+) -> None:
+    # given a worker with a 300 ms SLO, and 100 frames at once: seconds of work on these cores
+    worker = start_worker(latency_slo_ms=300.0, batch_size=8, queue_size=200)
+    key = key_of(detector, cache)
+    frame = image(astronaut_bgr)
+    # when
+    correlations = [edge.send(key, frame, frame_id=i) for i in range(100)]
+    answers = [edge.answer(correlation, timeout=60) for correlation in correlations]
+    # then
+    errors = [
+        a.tensors[protocol.ERROR_TENSOR].tobytes().decode() for a in answers if protocol.ERROR_TENSOR in a.tensors
+    ]
+    served = len(answers) - len(errors)
+    assert errors and set(errors) == {"shed: cannot meet the worker's latency SLO"}
+    assert served > 0
+    stats = worker.stats
+    assert (stats.served, stats.shed) == (served, len(errors))
+    assert len(edge.answers.settle(0.3)) == 100, "no request is answered twice"
+
+
+def test_an_slo_the_warm_up_shows_no_batch_can_meet_is_refused_at_start(start_worker: WorkerFactory) -> None:
+    with pytest.raises(SloUnreachable, match=r"model \S+: latency_slo_ms 0\.01 cannot be met"):
+        start_worker(latency_slo_ms=0.01)
