@@ -144,6 +144,7 @@ class SloBatcher:
         self.arrivals = ArrivalRate()
         self.shed = 0
         """Frames dropped because they could not meet the SLO."""
+        self._table: list[float] | None = None
 
     @property
     def budget_ms(self) -> float:
@@ -172,6 +173,7 @@ class SloBatcher:
     def ran(self, frames: int, ms: float) -> None:
         """A batch of `frames` took `ms` from its start to its results."""
         self.latency.observe(self.engine_size(frames), ms)
+        self._table = None
 
     def decide(self, ages_ms: Sequence[float], now_ms: float) -> BatchDecision:
         """`ages_ms`: how long each waiting frame has waited, oldest first."""
@@ -183,17 +185,17 @@ class SloBatcher:
         return decision
 
     def _decide(self, ages_ms: Sequence[float], now_ms: float) -> BatchDecision:
-        budget = self.budget_ms
-        dead = sum(1 for age in ages_ms if age + self.estimate(1) > budget)
+        budget, estimate = self.budget_ms, self._estimates()
+        older = _OlderThan(ages_ms)
+        dead = older.count(budget - estimate[1])
         ages = ages_ms[dead:]
         if not ages:
             return BatchDecision(dead, 0)
         most = min(len(ages), self.max_batch)
-        fits = [size for size in range(1, most + 1) if ages[0] + self.estimate(size) <= budget]
-        take = fits[-1] if fits else 1
+        take = max((size for size in range(1, most + 1) if ages[0] + estimate[size] <= budget), default=1)
         rate = self.arrivals.per_ms(now_ms)
-        if take < most and rate > take / self.estimate(take):
-            dropped, take = self._shed_for_throughput(ages, most, take)
+        if take < most and rate > take / estimate[take]:
+            dropped, take = self._shed_for_throughput(older, dead, most, take)
             return self._decision(dead + dropped, take)
         if take == len(ages) and take < self.max_batch:
             wait = self._wait_to_keep_up(ages, rate, budget)
@@ -201,22 +203,29 @@ class SloBatcher:
                 return BatchDecision(dead, 0, wait_ms=wait)
         return self._decision(dead, take)
 
+    def _estimates(self) -> list[float]:
+        """estimate(size) for 0..max_batch, kept until the next batch is measured (a decision over a long
+        queue must not cost what the engine does)."""
+        if self._table is None:
+            self._table = [0.0] + [self.estimate(size) for size in range(1, self.max_batch + 1)]
+        return self._table
+
     def _decision(self, shed: int, take: int) -> BatchDecision:
         return BatchDecision(shed, take, size=self.engine_size(take) if take else 0)
 
-    def _shed_for_throughput(self, ages: Sequence[float], most: int, take: int) -> tuple[int, int]:
+    def _shed_for_throughput(self, older: _OlderThan, dead: int, most: int, take: int) -> tuple[int, int]:
         """(frames to drop, frames to run): the batch that serves frames fastest, dropping the frames too
         old for it, when it is at least `SHED_GAIN` faster than the `take` the oldest frame allows (else
         no frame is dropped for it); the smallest such batch among those within 3% of the fastest."""
-        budget = self.budget_ms
+        budget, estimate = self.budget_ms, self._estimates()
+        waiting = older.total - dead
         options = []
         for size in range(1, most + 1):
-            limit = budget - self.estimate(size)
-            too_old = sum(1 for age in ages if age > limit)
-            if len(ages) - too_old >= size:
-                options.append((size / self.estimate(size), size, too_old))
+            too_old = older.count(budget - estimate[size]) - dead
+            if waiting - too_old >= size:
+                options.append((size / estimate[size], size, too_old))
         fastest = max((rate for rate, _size, _old in options), default=0.0)
-        if fastest < SHED_GAIN * take / self.estimate(take):
+        if fastest < SHED_GAIN * take / estimate[take]:
             return 0, take
         _rate, size, too_old = next(option for option in options if option[0] >= 0.97 * fastest)
         return too_old, size
@@ -224,11 +233,23 @@ class SloBatcher:
     def _wait_to_keep_up(self, ages: Sequence[float], rate: float, budget: float) -> float:
         if rate <= 0:
             return 0.0
+        estimate = self._estimates()
         sizes = range(1, self.max_batch + 1)
-        fastest = max(size / self.estimate(size) for size in sizes)
+        fastest = max(size / estimate[size] for size in sizes)
         wanted = min(rate * KEEP_UP_MARGIN, 0.97 * fastest)
-        target = next(size for size in sizes if size / self.estimate(size) >= wanted)
+        target = next(size for size in sizes if size / estimate[size] >= wanted)
         if target <= len(ages):
             return 0.0
-        slack = budget - ages[0] - self.estimate(target)
+        slack = budget - ages[0] - estimate[target]
         return max(0.0, min(slack, (target - len(ages)) / rate))
+
+
+class _OlderThan:
+    """How many of the waiting frames (ages oldest first) are older than a limit, by bisection."""
+
+    def __init__(self, ages_oldest_first: Sequence[float]):
+        self._negated = [-age for age in ages_oldest_first]
+        self.total = len(self._negated)
+
+    def count(self, limit_ms: float) -> int:
+        return bisect.bisect_left(self._negated, -limit_ms)
