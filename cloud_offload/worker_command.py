@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import socket
@@ -18,6 +19,7 @@ from edge_sdk.serving.model_cache import ModelCacheSettings
 from .cli import offload
 from .protocol import DEFAULT_GROUP
 from .worker import OffloadWorker, WorkerSettings
+from .worker_residency import EVENTS_LOGGER
 from .worker_tails import SplitTails
 
 
@@ -131,6 +133,9 @@ def worker(
     split's tensors. Several workers of one group share the requests. Ctrl-C or SIGTERM answers what is
     queued, clears the worker's load report and stops."""
     ctx = click_ctx.find_object(CliContext) or CliContext()
+    events = logging.getLogger(EVENTS_LOGGER)
+    if events.getEffectiveLevel() > logging.INFO:  # the model cache's loads and evictions are the operator's to see
+        events.setLevel(logging.INFO)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: object) -> None:

@@ -35,7 +35,9 @@ from .frame_codec import MAX_PIXELS
 from .protocol import ModelTimes
 from .worker_models import ModelSpec, ServedModel, TailRunner, open_model, prepare_model
 
-log = logging.getLogger("cloud_offload.worker")
+EVENTS_LOGGER = "cloud_offload.worker.cache"
+"""Load and eviction events: `edge-sdk offload worker` shows them (info lines on stderr)."""
+log = logging.getLogger(EVENTS_LOGGER)
 
 LOADING = "model loading"
 """The answer to a request for a model that is not loaded yet (its load has started or is queued)."""

@@ -6,6 +6,11 @@ the cache in its load report, and refuses a budget smaller than an engine at sta
 from __future__ import annotations
 
 import logging
+import os
+import re
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,7 +28,8 @@ from edge_sdk.engines.cache import EngineCache
 from edge_sdk.pipeline.config import PipelineConfig
 from edge_sdk.profiles import DeviceProfile
 from edge_sdk.serving.model_cache import MB, ModelCacheSettings
-from tests.cloud_offload.test_worker import SOURCE, Edge, error_of, image
+from tests.cloud_offload.test_worker import SOURCE, Edge, error_of, image, retained, wait_for_report
+from tests.conftest import REPO_ROOT
 from tests.support.waits import wait_until
 from tools.harness import onnx_models
 from tools.harness.broker import BrokerFactory, MosquittoBroker
@@ -210,3 +216,57 @@ def test_a_budget_smaller_than_an_engine_is_refused_at_start_with_how_much_it_ne
     assert "model memory budget 1 MB is smaller than the engine of" in str(result.exception)
     pin = CliRunner().invoke(offload, [*arguments, "--pin", "resnet"])
     assert pin.exit_code == 2 and "--pin needs --model-memory-mb" in pin.output
+
+
+def test_the_command_keeps_two_of_three_loaded_and_shows_its_loads_evictions_and_cold_answers(
+    broker: MosquittoBroker,
+    edge: Edge,
+    models: dict[str, PipelineConfig],
+    keys: dict[str, str],
+    sizes: dict[str, int],
+    cache: EngineCache,
+    tmp_path: Path,
+) -> None:
+    broker_file = tmp_path / "broker.yaml"
+    broker_file.write_text(yaml.safe_dump({"host": broker.host, "port": broker.port}))
+    arguments = ["worker", "--broker", str(broker_file), "--profile", "x86-cpu", "--id", "w-cli"]
+    for name, size in (("small4", 8), ("small5", 8), ("resnet", 320)):
+        pipeline = tmp_path / f"{name}.yaml"
+        pipeline.write_text(yaml.safe_dump(pipeline_of(models[name].model.path, name, size)))
+        arguments += ["--pipeline", str(pipeline)]
+    arguments += ["--model-memory-mb", f"{two_of_three_mb(sizes):.6f}", "--min-residency-s", "0"]
+    process = subprocess.Popen(
+        [sys.executable, "-c", "from edge_sdk.cli.main import main; main()", "offload", *arguments],
+        cwd=REPO_ROOT,
+        env={**os.environ, "EDGE_SDK_CACHE_DIR": str(cache.root)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        wait_for_report(broker, "w-cli", process)
+        assert error_of(edge.answer(edge.send(keys["resnet"], frame()))) == "model loading"
+        wait_until(lambda: computed(edge, keys["resnet"]), 20, "the ResNet loaded and computed", interval=0.2)
+
+        def report() -> protocol.WorkerLoad | None:
+            found = retained(broker, protocol.load_topic("w-cli"), 0.2)
+            return protocol.WorkerLoad.model_validate_json(found[0].payload) if found else None
+
+        wait_until(
+            lambda: (load := report()) is not None and load.cache is not None and load.cache.loads == 3,
+            10,
+            "a report with the load",
+        )
+        process.send_signal(signal.SIGTERM)
+        output, _ = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0, output
+    assert f"serving resnet as model {keys['resnet']} (not loaded until asked for)" in output
+    assert f"serving small4 as model {keys['small4']}\n" in output
+    assert f"info: offload worker: loaded model {keys['resnet']} (resnet" in output
+    assert "info: offload worker: evicted model" in output and "for resnet" in output
+    cold = re.search(r"stopped; served (\d+), .* cold (\d+),", output)
+    assert cold is not None and int(cold[1]) >= 1 and int(cold[2]) >= 1, output  # asked again while it loaded
