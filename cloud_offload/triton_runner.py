@@ -21,7 +21,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from edge_sdk.core.errors import ConfigError, EdgeSDKError, first_line
 from edge_sdk.core.preprocess import Preprocessor
@@ -30,9 +30,8 @@ from edge_sdk.engines.cache import EngineCache
 from edge_sdk.pipeline.config import PipelineConfig
 from edge_sdk.postprocess import build_postprocessor
 
-from .frame_codec import MAX_PIXELS
 from .protocol import model_key
-from .worker_models import ServedModel
+from .worker_models import ModelPreparer, ModelSpec, ServedModel
 
 log = logging.getLogger("cloud_offload.triton")
 
@@ -91,6 +90,30 @@ class TritonSettings(BaseModel):
 
     def model_for(self, pipeline: str) -> str:
         return self.models.get(pipeline, pipeline)
+
+
+def triton_settings(
+    url: str | None, mapping: Sequence[str], timeout_s: float, pipelines: Sequence[PipelineConfig]
+) -> TritonSettings | None:
+    """The worker command's --triton, --triton-model PIPELINE=MODEL and --triton-timeout-s; None
+    without a URL. ConfigError saying what is wrong with them."""
+    if url is None:
+        if mapping:
+            raise ConfigError("--triton-model needs --triton URL (the server that serves the model)")
+        return None
+    names = [config.name for config in pipelines]
+    models: dict[str, str] = {}
+    for item in mapping:
+        pipeline, sep, model = item.partition("=")
+        if not sep or not pipeline or not model:
+            raise ConfigError(f"--triton-model: expected PIPELINE=MODEL, got {item!r}")
+        if pipeline not in names:
+            raise ConfigError(f"--triton-model {item}: no pipeline named {pipeline!r} is served (pipelines: {names})")
+        models[pipeline] = model
+    try:
+        return TritonSettings(url=url, models=models, timeout_s=timeout_s)
+    except ValidationError as exc:
+        raise ConfigError(f"--triton: {exc.errors()[0]['msg']}") from None
 
 
 class TritonRunner:
@@ -206,41 +229,50 @@ class TritonRunner:
         return client
 
 
-def load_triton_model(
-    config: PipelineConfig,
-    settings: TritonSettings,
-    cache: EngineCache,
-    stack: ExitStack,
-    max_pixels: int = MAX_PIXELS,
-) -> ServedModel:
-    """The pipeline's whole model computed by Triton: the key the edge asks for (the pipeline's own
-    model file and preprocessing), frames decoded and preprocessed here on the host (Triton serves the
-    model as exported: preprocess.fold does not apply), checked against the pipeline before serving."""
+def triton_preparer(settings: TritonSettings, cache: EngineCache) -> ModelPreparer:
+    """The worker's `prepare_model` for serving every pipeline's whole model through Triton."""
+    return lambda config: triton_spec(config, settings, cache)
+
+
+def triton_spec(config: PipelineConfig, settings: TritonSettings, cache: EngineCache) -> ModelSpec:
+    """The pipeline's whole model computed by Triton, checked now against the pipeline (TritonError or
+    ConfigError naming the URL): the key the edge asks for (the pipeline's own model file and
+    preprocessing); frames are decoded and preprocessed here on the host (Triton serves the model as
+    exported, so preprocess.fold does not apply) and no local engine is built."""
     model = cache.models.load(config.model.path)
     name = settings.model_for(config.name)
     runner = TritonRunner(settings, name, model.outputs)
-    stack.callback(runner.close)
-    where = f"Triton at {settings.url}, model '{name}'"
     try:
         triton_input = select_input(runner.inputs, config.model.input, "model.input")
         preprocess = config.preprocess.model_copy(update={"fold": False})
-        feed = Preprocessor(preprocess, triton_input)
+        Preprocessor(preprocess, triton_input)
         build_postprocessor(config.postprocess).check_outputs(runner.outputs)
     except EdgeSDKError as exc:
+        where = f"Triton at {settings.url}, model '{name}'"
         raise ConfigError(f"{where} does not fit pipeline {config.name}: {first_line(exc)}") from None
+    finally:
+        runner.close()
     resize = config.preprocess.resize
-    served = ServedModel(
-        model_key(model.sha256, config.preprocess),
-        config.name,
-        runner,
-        feed,
-        triton_input.name,
-        max(resize) if resize else None,
-        shape_follows_frame=resize is None,
-        max_pixels=max_pixels,
-    )
-    served.warm_up()
-    return served
+    max_side = max(resize) if resize else None
+    key = model_key(model.sha256, config.preprocess)
+
+    def open_triton(stack: ExitStack, max_pixels: int) -> ServedModel:
+        runner = TritonRunner(settings, name, model.outputs)
+        stack.callback(runner.close)
+        served = ServedModel(
+            key,
+            config.name,
+            runner,
+            Preprocessor(preprocess, triton_input),
+            triton_input.name,
+            max_side,
+            shape_follows_frame=resize is None,
+            max_pixels=max_pixels,
+        )
+        served.warm_up()
+        return served
+
+    return ModelSpec(key, config.name, None, max_side, 0, open_triton)
 
 
 def _module(protocol: str) -> Any:

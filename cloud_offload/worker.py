@@ -51,7 +51,7 @@ from .worker_batches import (
     SloBatchers,
     WorkerStats,
 )
-from .worker_models import Outcome, TailRunner
+from .worker_models import ModelPreparer, Outcome, TailRunner
 from .worker_residency import WorkerModels
 from .worker_wire import Refused, SharedSubscriber, check_request, error_answer, output_answer, worker_mqtt_settings
 
@@ -102,7 +102,10 @@ class OffloadWorker:
         settings: WorkerSettings,
         cache: EngineCache | None = None,
         tail_builder: TailBuilder | None = None,
+        prepare_model: ModelPreparer | None = None,
     ):
+        """`prepare_model`: how a pipeline's whole model is had (default: a local engine through `cache`;
+        `triton_runner.triton_preparer`: a Triton server's)."""
         check_identity(settings.worker_id)
         check_identity(settings.group)
         self.pipelines, self.profile, self.settings = list(pipelines), profile, settings
@@ -112,7 +115,13 @@ class OffloadWorker:
         self.subscription = worker_subscription(settings.group)
         self.broker = worker_mqtt_settings(broker, settings.worker_id, self.load_topic)
         self.models = WorkerModels(
-            self.pipelines, profile, self.cache, settings.threads, settings.max_pixels, settings.model_cache
+            self.pipelines,
+            profile,
+            self.cache,
+            settings.threads,
+            settings.max_pixels,
+            settings.model_cache,
+            prepare_model,
         )
         self.ready = threading.Event()
         self._counters = Counters()

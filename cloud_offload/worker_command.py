@@ -18,6 +18,7 @@ from edge_sdk.serving.model_cache import ModelCacheSettings
 
 from .cli import offload
 from .protocol import DEFAULT_GROUP
+from .triton_runner import TritonSettings, triton_preparer, triton_settings
 from .worker import OffloadWorker, WorkerSettings
 from .worker_residency import EVENTS_LOGGER
 from .worker_tails import SplitTails
@@ -111,6 +112,28 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
     help="With --model-memory-mb: a model loaded less than this ago is evicted only for one asked for more "
     "often; also the window requests are counted over. 0: plain LRU.",
 )
+@click.option(
+    "--triton",
+    "triton_url",
+    metavar="URL",
+    help="Forward whole-model requests to this Triton Inference Server (grpc://HOST[:PORT] or "
+    "http://HOST[:PORT]) instead of running the models here; frames are decoded and preprocessed here. "
+    "Needs edge-sdk[triton].",
+)
+@click.option(
+    "--triton-model",
+    "triton_models",
+    multiple=True,
+    metavar="PIPELINE=MODEL",
+    help="With --triton: the Triton model serving a pipeline (default: the pipeline's name; repeat for several).",
+)
+@click.option(
+    "--triton-timeout-s",
+    type=click.FloatRange(0, 600, min_open=True),
+    default=TritonSettings.model_fields["timeout_s"].default,
+    show_default=True,
+    help="With --triton: the longest wait for one Triton call; past it the requests are answered an error.",
+)
 @click.pass_context
 def worker(
     click_ctx: click.Context,
@@ -128,6 +151,9 @@ def worker(
     model_memory_mb: float | None,
     pinned: tuple[str, ...],
     min_residency_s: float,
+    triton_url: str | None,
+    triton_models: tuple[str, ...],
+    triton_timeout_s: float,
 ) -> None:
     """Serve the models of the pipelines to edge devices over MQTT: whole models on frames, tails on a
     split's tensors. Several workers of one group share the requests. Ctrl-C or SIGTERM answers what is
@@ -159,15 +185,25 @@ def worker(
         )
         pipelines = [load_pipeline(path) for path in pipeline_files]
         profile = ctx.profile(profile_name)
+        triton = triton_settings(triton_url, triton_models, triton_timeout_s, pipelines)
         tails = SplitTails(pipelines, profile, ctx.cache, threads)
-        serving = OffloadWorker(pipelines, profile, broker, settings, ctx.cache, tail_builder=tails)
+        serving = OffloadWorker(
+            pipelines,
+            profile,
+            broker,
+            settings,
+            ctx.cache,
+            tail_builder=tails,
+            prepare_model=triton_preparer(triton, ctx.cache) if triton else None,
+        )
         name = settings.worker_id
         click.echo(f"offload worker {name}: loading {len(pipelines)} model(s) for profile {profile.name}")
         serving.start()
         loaded = serving.models.stats()
         for key, pipeline in serving.models.names().items():
             kept = "" if loaded is None or key in loaded.resident else " (not loaded until asked for)"
-            click.echo(f"offload worker {name}: serving {pipeline} as model {key}{kept}")
+            remote = f" through Triton at {triton.url} (model {triton.model_for(pipeline)})" if triton else ""
+            click.echo(f"offload worker {name}: serving {pipeline} as model {key}{kept}{remote}")
             for part in tails.useful(key):  # the tails an edge picks with cuts: auto, ready before "ready"
                 if stop.is_set():
                     break

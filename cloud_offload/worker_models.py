@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Protocol
@@ -241,10 +241,18 @@ class ModelSpec:
 
     key: str
     name: str
-    models: PreparedModels
+    models: PreparedModels | None
+    """The local engine; None for a model computed elsewhere (`opener`)."""
     max_side: int | None
     engine_bytes: int
     """The engine's files in the cache: what a memory budget can know before the engine is loaded."""
+    opener: Callable[[ExitStack, int], ServedModel] | None = None
+    """(stack, max_pixels) -> the model, open and warmed up, when it is not a local engine (a Triton
+    server's: cloud_offload/triton_runner.py)."""
+
+
+ModelPreparer = Callable[[PipelineConfig], ModelSpec]
+"""A pipeline -> the spec of the model a worker serves for it (default: `prepare_model`'s local engine)."""
 
 
 def prepare_model(config: PipelineConfig, profile: DeviceProfile, cache: EngineCache) -> ModelSpec:
@@ -263,7 +271,10 @@ def open_model(
     spec: ModelSpec, stack: ExitStack, threads: int | None = None, max_pixels: int = MAX_PIXELS
 ) -> ServedModel:
     """`spec`'s engine open for the life of `stack`, warmed up."""
+    if spec.opener is not None:
+        return spec.opener(stack, max_pixels)
     models = spec.models
+    assert models is not None, "a spec without an opener has a local engine"
     runner = stack.enter_context(models.primary.open(threads=threads))
     served = ServedModel(
         spec.key,

@@ -33,7 +33,7 @@ from edge_sdk.serving.model_cache import MB, CacheStats, ModelCache, ModelCacheS
 
 from .frame_codec import MAX_PIXELS
 from .protocol import ModelTimes
-from .worker_models import ModelSpec, ServedModel, TailRunner, open_model, prepare_model
+from .worker_models import ModelPreparer, ModelSpec, ServedModel, TailRunner, open_model, prepare_model
 
 EVENTS_LOGGER = "cloud_offload.worker.cache"
 """Load and eviction events: `edge-sdk offload worker` shows them (info lines on stderr)."""
@@ -64,8 +64,11 @@ class WorkerModels:
         threads: int | None = None,
         max_pixels: int = MAX_PIXELS,
         budget: ModelCacheSettings | None = None,
+        prepare: ModelPreparer | None = None,
     ):
+        """`prepare`: how a pipeline's model is had (default: its local engine, `prepare_model`)."""
         self.pipelines, self.profile, self.cache = list(pipelines), profile, cache
+        self.prepare: ModelPreparer = prepare or (lambda config: prepare_model(config, profile, cache))
         self.threads, self.max_pixels, self.budget = threads, max_pixels, budget
         self.policy: ModelCache | None = None
         self._specs: dict[str, ModelSpec] = {}
@@ -85,7 +88,7 @@ class WorkerModels:
     def start(self) -> None:
         """Build or find every engine, check the budget, open what stays loaded (see the module)."""
         for config in self.pipelines:
-            spec = prepare_model(config, self.profile, self.cache)
+            spec = self.prepare(config)
             self._specs.setdefault(spec.key, spec)
         keep = list(self._specs)
         if self.budget is not None:

@@ -83,6 +83,8 @@ def start_triton(
     queue_delay_us: int = 2000,
     threads: int = 0,
     garbage_when: Path | None = None,
+    max_queue_size: int = 0,
+    queue_timeout_us: int = 0,
 ) -> Iterator[TritonServer]:
     """Triton serving `model` (ONNX, through ONNX Runtime) as `name` with dynamic batching, ready; while
     the file `garbage_when` holds "names" or "shapes", its answers are wrong in that way."""
@@ -92,7 +94,11 @@ def start_triton(
     folder.mkdir(parents=True, exist_ok=True)
     errors = []
     for attempt in range(START_TRIES):  # a free port taken by someone else in between: try new ones
-        server = _launch(model, name, folder, attempt, max_batch, queue_delay_us, threads, garbage_when)
+        server = _launch(model, name, folder, attempt, [
+            "--max-batch", str(max_batch), "--queue-delay-us", str(queue_delay_us), "--threads", str(threads),
+            "--max-queue-size", str(max_queue_size), "--queue-timeout-us", str(queue_timeout_us),
+            *(["--garbage-when", str(garbage_when)] if garbage_when else []),
+        ])  # fmt: skip
         try:
             _wait_ready(server)
         except RuntimeError as exc:
@@ -107,16 +113,7 @@ def start_triton(
     raise RuntimeError(f"Triton did not start in {START_TRIES} tries: " + " | ".join(errors))
 
 
-def _launch(
-    model: Path,
-    name: str,
-    folder: Path,
-    attempt: int,
-    max_batch: int,
-    queue_delay_us: int,
-    threads: int,
-    garbage_when: Path | None,
-) -> TritonServer:
+def _launch(model: Path, name: str, folder: Path, attempt: int, options: list[str]) -> TritonServer:
     grpc_port, http_port, metrics_port = _free_ports(3)
     log_file = folder / f"triton-{attempt}.log"
     # pytriton keeps its workspace (unix sockets among them) here: a short path, as a socket path has ~100 bytes
@@ -124,11 +121,8 @@ def _launch(
     command = [
         str(TRITON_PYTHON), str(SERVER_SCRIPT), str(model), "--name", name,
         "--grpc-port", str(grpc_port), "--http-port", str(http_port), "--metrics-port", str(metrics_port),
-        "--max-batch", str(max_batch), "--queue-delay-us", str(queue_delay_us), "--threads", str(threads),
-        "--log-file", str(log_file),
+        "--log-file", str(log_file), *options,
     ]  # fmt: skip
-    if garbage_when is not None:
-        command += ["--garbage-when", str(garbage_when)]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
     env["PYTRITON_HOME"] = str(home)
     process = subprocess.Popen(

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import onnxruntime
 from pytriton.decorators import batch
-from pytriton.model_config import DynamicBatcher, ModelConfig, Tensor
+from pytriton.model_config import DynamicBatcher, ModelConfig, QueuePolicy, Tensor, TimeoutAction
 from pytriton.triton import Triton, TritonConfig
 
 ONNX_TYPES = {
@@ -59,6 +59,8 @@ def main() -> None:
     parser.add_argument("--metrics-port", type=int, required=True)
     parser.add_argument("--max-batch", type=int, default=8, help="Triton's max_batch_size")
     parser.add_argument("--queue-delay-us", type=int, default=2000, help="dynamic_batching's max_queue_delay")
+    parser.add_argument("--max-queue-size", type=int, default=0, help="requests queued at most, beyond rejected")
+    parser.add_argument("--queue-timeout-us", type=int, default=0, help="a request queued longer is rejected")
     parser.add_argument("--threads", type=int, default=0, help="ONNX Runtime intra-op threads (0: its default)")
     parser.add_argument("--instances", type=int, default=1, help="model instances (concurrent calls)")
     parser.add_argument("--garbage-when", type=Path)
@@ -111,8 +113,16 @@ def main() -> None:
     )
     model_config = ModelConfig(
         max_batch_size=args.max_batch,
-        batcher=DynamicBatcher(max_queue_delay_microseconds=args.queue_delay_us),
+        batcher=DynamicBatcher(
+            max_queue_delay_microseconds=args.queue_delay_us,
+            default_queue_policy=QueuePolicy(
+                timeout_action=TimeoutAction.REJECT,
+                default_timeout_microseconds=args.queue_timeout_us,
+                max_queue_size=args.max_queue_size,
+            ),
+        ),
     )
+
     def on_signal(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
