@@ -6,8 +6,9 @@ gated like any engine, and refused at build when its outputs do not fit the prim
 (`check_fallback_outputs`). `BreakerInference` is the FrameInference of both runtimes when a
 pipeline has one: it routes each batch to the primary or the fallback by the breaker's state
 (`serving/breaker.py`), feeds the breaker each primary frame's latency (the call, plus the wait in
-the ring of a live source: an overloaded primary whose frames queue opens it) and redoes a batch
-whose primary call raised on the fallback, so no frame is lost to it.
+the ring of a live source: an overloaded primary whose frames queue opens it; and, for the half-open
+probes, its compute time per frame against the live frames' pace) and redoes a batch whose primary
+call raised on the fallback, so no frame is lost to it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +38,8 @@ log = logging.getLogger(__name__)
 
 PRIMARY, FALLBACK = "primary", "fallback"
 """`Result.model` of a frame the primary, or the fallback, produced."""
+PACE_FRAMES = 16
+"""The live frames whose capture times give their pace (the time between frames a probe must beat)."""
 
 
 @dataclass(frozen=True)
@@ -127,8 +131,11 @@ class BreakerInference(FrameInference):
         self.frames = {PRIMARY: 0, FALLBACK: 0}
         self.errors = 0
         """Primary calls that raised (their frames were redone on the fallback)."""
+        self._arrivals: deque[float] = deque(maxlen=PACE_FRAMES)
+        """When the last live frames this worker took were captured (wall clock, s), for their pace."""
 
     def __call__(self, frames: Sequence[Frame], queued_ms: Sequence[float] | None = None) -> list[Result]:
+        self._arrivals.extend(frame.meta.timestamp for frame in frames if frame.meta.source in self.live_sources)
         if not self.breaker.use_primary():
             return self._tagged(self.fallback(frames, queued_ms), FALLBACK)
         started = time.perf_counter()
@@ -143,9 +150,19 @@ class BreakerInference(FrameInference):
             return self._tagged(self.fallback(frames, queued_ms), FALLBACK)
         call_ms = (time.perf_counter() - started) * 1000
         waits = queued_ms if queued_ms is not None else [0.0] * len(frames)
+        interval_ms = self._interval_ms()
         for frame, waited in zip(frames, waits, strict=True):
-            self.breaker.record(call_ms + (waited if frame.meta.source in self.live_sources else 0.0))
+            live = frame.meta.source in self.live_sources
+            latency_ms = call_ms + (waited if live else 0.0)
+            self.breaker.record(latency_ms, compute_ms=call_ms / len(frames), interval_ms=interval_ms if live else None)
         return self._tagged(results, PRIMARY)
+
+    def _interval_ms(self) -> float | None:
+        """The mean time between the live frames this worker took lately (None: too few to tell)."""
+        if len(self._arrivals) < PACE_FRAMES // 2:
+            return None
+        span = max(self._arrivals) - min(self._arrivals)
+        return span * 1000 / (len(self._arrivals) - 1) if span > 0 else None
 
     def stats(self) -> dict[str, Any]:
         """Counters for --stats and Prometheus: state, frames per model, openings, primary errors."""

@@ -8,9 +8,12 @@ whether the call failed. Three states, as Hystrix and Envoy's outlier detection 
   frames on), or at once after `consecutive_errors` failures in a row (Envoy's consecutive_5xx);
 - open: frames go to the fallback for the ejection time: `ejection_s` times the openings in a row
   (Envoy's base_ejection_time x ejections), at most `max_ejection_s`;
-- half-open: the next `half_open_probes` frames go to the primary as probes. All within `p99_ms` and
-  without error: closed (and the openings in a row start again from 0). One slow or failed: open again,
-  for a longer ejection.
+- half-open: the next `half_open_probes` frames go to the primary as probes. All within `p99_ms`,
+  without error and, for frames that come at a pace (a live camera's), each computed in less time
+  than passes between frames: closed (and the openings in a row start again from 0). One that fails
+  any of these: open again, for a longer ejection. The pace matters because a probe sees the queue
+  the fallback has just drained: a primary slower than the frames come still answers the first
+  probes in time, and would close the breaker in the middle of a burst.
 
 Pure policy: no engine, no thread; the clock is injected so tests drive time.
 """
@@ -133,10 +136,14 @@ class CircuitBreaker:
             self._move(BreakerState.HALF_OPEN, f"{self.ejection_s():g} s ejection over")
         return self.state is not BreakerState.OPEN
 
-    def record(self, latency_ms: float, failed: bool = False) -> None:
-        """One primary frame: how long it took (ms) and whether its call failed."""
+    def record(
+        self, latency_ms: float, failed: bool = False, compute_ms: float | None = None, interval_ms: float | None = None
+    ) -> None:
+        """One primary frame: how long it took (ms) and whether its call failed; `compute_ms`: its
+        share of the engine call, and `interval_ms`: the time between frames when they come at a
+        pace (None: they do not, e.g. a file read ahead)."""
         if self.state is BreakerState.HALF_OPEN:
-            self._probe(latency_ms, failed)
+            self._probe(latency_ms, failed, compute_ms, interval_ms)
         elif self.state is BreakerState.CLOSED:
             self._watch(latency_ms, failed)
 
@@ -151,7 +158,8 @@ class CircuitBreaker:
             self._window.popleft()
         self._errors_in_row = self._errors_in_row + 1 if failed else 0
         if self._errors_in_row >= settings.consecutive_errors:
-            self._open(f"{self._errors_in_row} errors in a row")
+            count = self._errors_in_row
+            self._open(f"{count} error{'s' if count > 1 else ''} in a row")
             return
         count = len(self._window)
         if count < settings.min_requests:
@@ -167,12 +175,16 @@ class CircuitBreaker:
                     f"p99 {p99:.0f} ms over {settings.p99_ms:g} ms, {count} frames in the last {settings.window_s:g} s"
                 )
 
-    def _probe(self, latency_ms: float, failed: bool) -> None:
+    def _probe(self, latency_ms: float, failed: bool, compute_ms: float | None, interval_ms: float | None) -> None:
         limit = self.settings.p99_ms
         if failed:
             self._open("a probe of the primary failed")
         elif limit is not None and latency_ms > limit:
             self._open(f"a probe of the primary took {latency_ms:.0f} ms, over {limit:g} ms")
+        elif compute_ms is not None and interval_ms is not None and compute_ms > interval_ms:
+            self._open(
+                f"a probe of the primary computed a frame in {compute_ms:.0f} ms, frames come every {interval_ms:.0f} ms"
+            )
         else:
             self._probes_passed += 1
             if self._probes_passed >= self.settings.half_open_probes:

@@ -116,6 +116,27 @@ def test_a_slow_probe_opens_it_again_for_longer_up_to_the_maximum() -> None:
     assert cb.state is BreakerState.CLOSED and cb.ejection_s() == 5, "closing starts the openings in a row again"
 
 
+def test_a_probe_slower_than_the_frames_come_opens_it_again_even_within_p99() -> None:
+    # given a primary that answers its probe in 60 ms (within 100) but computes a frame in 30 ms while
+    # frames come every 10 ms: it answered in time only because the fallback had drained the queue
+    cb, clock, changes = breaker(p99_ms=100, min_requests=1, half_open_probes=2)
+    cb.record(500)
+    clock.now += cb.ejection_s()
+    assert cb.use_primary()
+
+    cb.record(60, compute_ms=30, interval_ms=10)
+
+    assert cb.state is BreakerState.OPEN
+    assert changes[-1].reason == "a probe of the primary computed a frame in 30 ms, frames come every 10 ms"
+
+    # when the frames slow down to one every 50 ms, then the same primary keeps up and closes it
+    clock.now += cb.ejection_s()
+    assert cb.use_primary()
+    cb.record(60, compute_ms=30, interval_ms=50)
+    cb.record(40, compute_ms=30, interval_ms=None)  # frames without a pace: latency alone judges
+    assert cb.state is BreakerState.CLOSED
+
+
 def test_a_failed_probe_opens_it_again() -> None:
     cb, clock, _ = breaker(consecutive_errors=1)
     cb.record(5, failed=True)
