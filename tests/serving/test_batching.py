@@ -29,10 +29,16 @@ def seeded(slo_ms: float, max_batch: int, cost=gpu_like, sizes=None) -> SloBatch
     return batcher
 
 
-def simulate(batcher: SloBatcher, cost, rate_per_s: float, seconds: float = 20.0, seed: int = 1):  # type: ignore[no-untyped-def]
-    """Poisson arrivals served one batch at a time as the batcher decides: (latencies ms, shed, served)."""
+def poisson(rate_per_s: float, seconds: float, seed: int = 1, start_ms: float = 0.0) -> np.ndarray:
     rng = np.random.default_rng(seed)
-    arrivals = np.cumsum(rng.exponential(1000.0 / rate_per_s, int(rate_per_s * seconds)))
+    return start_ms + np.cumsum(rng.exponential(1000.0 / rate_per_s, int(rate_per_s * seconds)))
+
+
+def simulate(batcher: SloBatcher, cost, rate_per_s: float, seconds: float = 20.0, seed: int = 1, arrivals=None):  # type: ignore[no-untyped-def]
+    """Poisson arrivals (or `arrivals`, ms) served one batch at a time as the batcher decides:
+    (latencies ms, shed)."""
+    if arrivals is None:
+        arrivals = poisson(rate_per_s, seconds, seed)
     queue: list[float] = []
     latencies: list[float] = []
     now, next_arrival, shed = 0.0, 0, 0
@@ -150,6 +156,20 @@ def test_past_capacity_it_sheds_explicitly_and_what_it_serves_meets_the_slo(cost
     assert np.percentile(latencies, 99) <= slo
     served_per_s = len(latencies) / 20.0
     assert served_per_s > 0.6 * capacity  # it keeps serving near capacity instead of missing every deadline
+
+
+@pytest.mark.parametrize("cost", [gpu_like, cpu_like], ids=["batching-pays", "per-frame-cost"])
+def test_a_load_step_from_light_to_past_capacity_is_followed_within_a_second(cost) -> None:  # type: ignore[no-untyped-def]
+    slo = 80.0
+    capacity = max(size / cost(size) for size in range(1, 33)) * 1000
+    light = poisson(0.3 * capacity, 5.0, seed=2)
+    heavy = poisson(2.0 * capacity, 5.0, seed=3, start_ms=5000.0)
+    arrivals = np.concatenate([light, heavy])
+    latencies, shed = simulate(seeded(slo, 32, cost), cost, 0.0, arrivals=arrivals)
+    assert shed > 0
+    # every frame served meets the SLO, before, across and after the step: the batcher reacts to the
+    # queue it sees at once, and the arrival rate it waits on follows the step within 250 ms
+    assert np.max(latencies) <= slo
 
 
 def test_a_fixed_batch_engine_pads_to_its_built_size() -> None:
