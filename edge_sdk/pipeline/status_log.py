@@ -23,6 +23,8 @@ WARNINGS = {
 
 def log_status(event: StatusEvent) -> None:
     level = logging.WARNING if event.kind in WARNINGS else logging.INFO
+    if event.kind is StatusKind.MODEL_BREAKER and event.data.get("state") == "open":
+        level = logging.WARNING  # frames go to the lighter model; half-open and closed are news, not trouble
     if event.kind in SAID_ELSEWHERE:
         level = logging.DEBUG
     log.log(level, "%s", event.describe())

@@ -293,3 +293,21 @@ def test_the_breaker_shows_in_stats_and_prometheus() -> None:
     assert "fallback model" in text
     row = next(line for line in text.splitlines() if "inference:0" in line and "open" in line)
     assert [cell.strip() for cell in row.split("│")[1:7]] == ["inference:0", "open", "40", "25", "2", "3"], row
+
+
+def test_the_breaker_opening_is_logged_as_a_warning_and_its_other_changes_as_info(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import logging
+
+    from edge_sdk.pipeline.status_log import log_status
+
+    opened = StatusEvent(StatusKind.MODEL_BREAKER, "inference:0", "opened (5 errors in a row)", data={"state": "open"})
+    closed = StatusEvent(StatusKind.MODEL_BREAKER, "inference:0", "closed (3 probes)", data={"state": "closed"})
+    with caplog.at_level(logging.INFO, logger="edge_sdk"):
+        log_status(opened)
+        log_status(closed)
+    assert [(record.levelno, record.getMessage()) for record in caplog.records] == [
+        (logging.WARNING, "model breaker inference:0: opened (5 errors in a row)"),
+        (logging.INFO, "model breaker inference:0: closed (3 probes)"),
+    ]
