@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 
-from edge_sdk.core.errors import first_line
+from edge_sdk.core.errors import ConfigError, first_line
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.pipeline.config import PipelineConfig
 from edge_sdk.profiles import DeviceProfile
@@ -93,7 +93,11 @@ class WorkerModels:
         keep = list(self._specs)
         if self.budget is not None:
             names = {spec.name: key for key, spec in self._specs.items()}
-            pinned = tuple(names.get(pin, pin) for pin in self.budget.pinned)  # a pipeline's name or a key
+            unknown = [pin for pin in self.budget.pinned if pin not in names and pin not in self._specs]
+            if unknown:
+                served = ", ".join(f"{name} ({key})" for name, key in names.items())
+                raise ConfigError(f"pinned {', '.join(unknown)}: not a served pipeline's name or model key ({served})")
+            pinned = tuple(names.get(pin, pin) for pin in self.budget.pinned)
             settings = self.budget.model_copy(update={"pinned": pinned})
             sizes = {key: spec.engine_bytes for key, spec in self._specs.items()}
             self.policy = ModelCache(settings, sizes)

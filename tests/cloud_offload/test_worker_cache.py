@@ -203,6 +203,15 @@ def test_a_budget_smaller_than_an_engine_is_refused_at_start_with_how_much_it_ne
             WorkerSettings(worker_id="w-small", model_cache=small),
             cache,
         ).start()
+    unknown = ModelCacheSettings(memory_mb=1000, pinned=("small4", "nope"))
+    with pytest.raises(ConfigError, match=r"pinned nope: not a served pipeline's name or model key \(small4 \("):
+        OffloadWorker(
+            [models["small4"]],
+            cpu_profile,
+            broker.settings(),
+            WorkerSettings(worker_id="w-pin", model_cache=unknown),
+            cache,
+        ).start()
     # and through the command, in one line, before it connects
     broker_file = tmp_path / "broker.yaml"
     broker_file.write_text(yaml.safe_dump({"host": broker.host, "port": broker.port}))
