@@ -73,9 +73,10 @@ def test_a_primary_too_slow_on_red_frames_opens_the_breaker_and_closes_it_when_f
     tmp_path: Path, half_red: Path, cpu_profile: DeviceProfile, engine_cache: EngineCache, mode: str
 ) -> None:
     # given a primary that takes ~0.4 s on a red frame (1 ms on a grey one), a fallback that does not,
-    # a breaker at 100 ms, and a 40 FPS camera sweeping grey -> red -> grey
+    # a breaker at 200 ms (a busy moment of shared cores stays under it), and a 40 FPS camera sweeping
+    # grey -> red -> grey
     primary, light = models(tmp_path, "slow")
-    breaker = {"p99_ms": 100, "min_requests": 2, "window_s": 2, "ejection_s": 0.3, "max_ejection_s": 0.6}
+    breaker = {"p99_ms": 200, "min_requests": 2, "window_s": 2, "ejection_s": 0.3, "max_ejection_s": 0.6}
     config = pipeline_file(
         tmp_path,
         model={"path": str(primary)},
@@ -113,7 +114,7 @@ def test_a_primary_too_slow_on_red_frames_opens_the_breaker_and_closes_it_when_f
     assert breakers, "the breaker opened"
     for subject, changes in breakers.items():
         assert subject == "test" if mode == "inline" else subject.startswith("inference:")
-        assert changes[0].message.startswith("opened (p99 ") and "ms over 100 ms" in changes[0].message
+        assert changes[0].message.startswith("opened (p99 ") and "ms over 200 ms" in changes[0].message
         assert "frames go to the fallback model for 0.3 s" in changes[0].message
         assert changes[0].describe().startswith(f"model breaker {subject}: opened (p99 ")
         assert changes[1].data["state"] == "half_open" and changes[1].message.startswith("half-open (0.3 s ejection")
