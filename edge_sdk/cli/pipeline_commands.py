@@ -336,6 +336,9 @@ def _print_summary(
     if outputs:
         folders = sorted({str(o.parent) for o in outputs})
         console.print(f"  outputs in {escape(', '.join(folders))}: {escape(', '.join(o.name for o in outputs))}")
+    if summary.model_frames:
+        fallback = summary.model_frames.get("fallback", 0)
+        console.print(f"  fallback model: {fallback} of {sum(summary.model_frames.values())} frames")
     if dropped := _counts(summary.dropped):
         console.print(f"  dropped frames (live sources, to stay current): {escape(dropped)}")
     if skipped := _counts(summary.frames_skipped):

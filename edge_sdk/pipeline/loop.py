@@ -55,6 +55,8 @@ def run_inline(
     sources = [create_source(spec, config.base_dir, on_status=on_status, stop=stop) for spec in config.sources]
     latencies = LatencyRecorder()
     frames = 0
+    model_frames: dict[str, int] = {}
+    """Frames per model that computed them, with a fallback model."""
     with ExitStack() as stack:
         # Files and folders open before the engine is built or loaded: a missing one fails in a moment.
         # Live sources open after it, so a camera's first frames are not minutes old.
@@ -102,6 +104,8 @@ def run_inline(
                 result, sinks_seconds = deliver(result, image, in_hand_at)
                 if on_result:
                     on_result(result)
+                if result.model is not None:
+                    model_frames[result.model] = model_frames.get(result.model, 0) + 1
                 for stage, ms in result.timings_ms.items():
                     latencies.add(stage, ms)
                 latencies.add("sinks", sinks_seconds * 1000)
@@ -151,4 +155,5 @@ def run_inline(
         source_failures=source_failures,
         engine_built=models.primary.built,
         engine_seconds=models.primary.seconds,
+        model_frames=model_frames,
     )

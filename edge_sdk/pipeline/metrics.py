@@ -49,6 +49,8 @@ class RunSummary:
     """Stages that were restarted, and how often."""
     mean_batch: float = 1.0
     """Frames per engine call, averaged over frames."""
+    model_frames: dict[str, int] = field(default_factory=dict)
+    """Frames per model that computed them ("primary", "fallback") when the pipeline has a `fallback:`."""
 
     @property
     def fps(self) -> float:
@@ -68,6 +70,7 @@ class RunSummary:
             "source_failures": self.source_failures,
             "restarts": self.restarts,
             "mean_batch": round(self.mean_batch, 2),
+            **({"model_frames": self.model_frames} if self.model_frames else {}),
             "engine_built": self.engine_built,
             "engine_seconds": round(self.engine_seconds, 3),
         }

@@ -19,6 +19,7 @@ class OutputTally:
         """The last 500 latencies, for --stats."""
         self._extra: dict[str, Any] = {}
         self._earlier_sums: dict[str, float] = {}
+        self._earlier_models: dict[str, int] = {}
         self._first_result_at: float | None = None
 
     def record(self, report: StageReport) -> None:
@@ -28,6 +29,8 @@ class OutputTally:
         if previous and previous.get("pid") != report.pid:  # a restarted output stage starts from zero
             for name, total in previous.get("timing_sums", {}).items():
                 self._earlier_sums[name] = self._earlier_sums.get(name, 0.0) + total
+            for model, count in previous.get("model_frames", {}).items():
+                self._earlier_models[model] = self._earlier_models.get(model, 0) + count
             self._first_result_at = self._first_result_at or previous.get("first_result_at")
         self._extra = report.extra | {"pid": report.pid}
 
@@ -50,6 +53,9 @@ class OutputTally:
         sums = dict(self._earlier_sums)
         for name, total in extra.get("timing_sums", {}).items():
             sums[name] = sums.get(name, 0.0) + total
+        models = dict(self._earlier_models)
+        for model, count in extra.get("model_frames", {}).items():
+            models[model] = models.get(model, 0) + count
         latencies = self.latencies or [float("nan")]
         return RunSummary(
             frames=frames,
@@ -65,4 +71,5 @@ class OutputTally:
             source_failures=dict(source_failures),
             restarts=restarts,
             mean_batch=(sums.get("batch", 0.0) / frames) if frames else 0.0,
+            model_frames=models,
         )

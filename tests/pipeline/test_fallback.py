@@ -99,7 +99,7 @@ def test_a_primary_too_slow_on_red_frames_opens_the_breaker_and_closes_it_when_f
     snapshots: list[RuntimeSnapshot] = []
 
     # when
-    run_pipeline(config, cpu_profile, engine_cache, on_status=events.append, on_snapshot=snapshots.append)
+    summary = run_pipeline(config, cpu_profile, engine_cache, on_status=events.append, on_snapshot=snapshots.append)
 
     # then frames went to the fallback while the primary was slow, and back to it on the grey frames
     rows = read_jsonl(tmp_path / "out" / "results.jsonl")
@@ -108,6 +108,8 @@ def test_a_primary_too_slow_on_red_frames_opens_the_breaker_and_closes_it_when_f
     grey_rows = [row for row in rows if 0 < row["frame"] < CYCLE // 2 - 5]
     assert grey_rows and all(row["model"] == "primary" for row in grey_rows), "the first grey frames stay on it"
     assert all(row["classifications"] for row in rows), "both models' results are read by the one post-processor"
+    assert summary.model_frames["fallback"] == models_seen.count("fallback")
+    assert sum(summary.model_frames.values()) == len(rows) == summary.frames
 
     # and every change was a status event, in order: opened on p99, ..., closed by the probes
     breakers = chains(breaker_events(events))
@@ -162,6 +164,8 @@ def test_a_primary_that_raises_on_red_frames_loses_no_frame_and_opens_after_cons
     by_frame = {row["frame"]: row["model"] for row in rows}
     assert all(by_frame[index] == "primary" for index in range(frames // 2 - 2)), by_frame
     assert all(by_frame[index] == "fallback" for index in range(frames // 2 + 2, frames)), by_frame
+    fallback_rows = sum(1 for row in rows if row["model"] == "fallback")
+    assert summary.model_frames == {"primary": frames - fallback_rows, "fallback": fallback_rows}
     # and each inference worker's breaker (one per worker) opened once, on the third error in a row
     changes = breaker_events(events)
     assert changes and all(event.data["state"] == "open" for event in changes), [e.describe() for e in changes]
@@ -312,3 +316,29 @@ def test_the_breaker_opening_is_logged_as_a_warning_and_its_other_changes_as_inf
         (logging.WARNING, "model breaker inference:0: opened (5 errors in a row)"),
         (logging.INFO, "model breaker inference:0: closed (3 probes)"),
     ]
+
+
+@pytest.mark.slow
+def test_edge_sdk_run_says_how_many_frames_the_fallback_computed_and_warns_when_the_breaker_opens(
+    tmp_path: Path, half_red: Path
+) -> None:
+    from tests.cli.test_cli import edge_sdk
+
+    primary, light = models(tmp_path, "failing")
+    pipeline_file(
+        tmp_path,
+        model={"path": str(primary)},
+        fallback={"path": str(light), "breaker": {"consecutive_errors": 2, "ejection_s": 60}},
+        preprocess=CLASSIFIER_PREPROCESS,
+        sources=[{"uri": "synthetic://", "name": "cam", "options": {"image": str(half_red), "frames": 160}}],
+        postprocess=POSTPROCESS,
+        sinks=[{"type": "jsonl", "path": "out/results.jsonl"}],
+        runtime={"inference_workers": 1},
+    )
+    done = edge_sdk("run", tmp_path / "pipeline.yaml", "--profile", "x86-cpu", cache=tmp_path / "engines")
+    assert done.returncode == 0, done.stderr
+    fallback = sum(1 for row in read_jsonl(tmp_path / "out" / "results.jsonl") if row["model"] == "fallback")
+    assert 78 <= fallback <= 82, "the red half of the sweep, the frames that failed included"
+    assert f"fallback model: {fallback} of 160 frames" in done.stdout
+    warning = "warning: model breaker inference:0: opened (2 errors in a row); frames go to the fallback model for 60 s"
+    assert warning in done.stderr

@@ -114,6 +114,7 @@ class _Output:
         self.first_result_at: float | None = None
         self.last_result_at: float | None = None
         self.updates = 0
+        self.model_frames: dict[str, int] = {}
 
     def take(self, done: InferenceDone) -> bool:
         """Take the frame's slot over from the worker that sent it; False for a stale message (its
@@ -137,6 +138,8 @@ class _Output:
         self.first_result_at = self.first_result_at or now
         self.last_result_at = now
         self.reporter.frames += 1
+        if result.model is not None:
+            self.model_frames[result.model] = self.model_frames.get(result.model, 0) + 1
         self.reporter.latencies.append(latency_ms(result.timings_ms, self.read_ahead[done.source_index]))
         self.reporter.busy += time.perf_counter() - started
         if len(self.sinks.failures) > len(self.reported_failures):
@@ -158,6 +161,7 @@ class _Output:
             "first_result_at": self.first_result_at,
             "last_result_at": self.last_result_at,
             "updates": self.updates,
+            "model_frames": dict(self.model_frames),
         }
 
     def drop(self, results: list[InferenceDone]) -> None:
