@@ -22,6 +22,7 @@ breaker judges 1 s windows from 10 frames on, stays open 1 s, and probes with 3 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import tempfile
@@ -172,9 +173,7 @@ def main() -> None:
         rate = args.load * 1000 / primary_ms
         arrivals = schedule(rate, args.burst, seconds)
         settings = models.fallback.breaker.model_copy(update={"p99_ms": slo_ms})
-        plan = models.fallback.__class__(
-            models.fallback.engine, models.fallback.engine_input, models.fallback.preprocess, settings
-        )
+        plan = dataclasses.replace(models.fallback, breaker=settings)
         print(
             f"primary {primary_ms:.1f} ms/frame, fallback {fallback_ms:.1f} ms/frame ({args.profile}); "
             f"steady {rate:.1f} FPS, burst {rate * args.burst:.1f} FPS; SLO {slo_ms:.0f} ms; {args.slots} slots"
