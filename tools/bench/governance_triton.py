@@ -6,7 +6,7 @@ Usage (needs .venv-triton and mosquitto; `make .venv-triton/.ready` builds the v
     make .venv/.test .venv-triton/.ready
     .venv/bin/python tools/bench/governance_triton.py [--models detector,resnet18] [--seconds 6]
         [--loads 0.1,0.3,0.5,0.8,1.0,1.3] [--burst 5] [--slo-ms 0] [--batch 8] [--delay-ms 2] [--queue 64]
-        [--json PATH]
+        [--adaptive] [--json PATH]
 
 Both servers run on this machine with one ONNX Runtime thread each, both started and warmed up first;
 each load level runs on one, then on the other, back to back (the idle one waits), so a change in the
@@ -23,8 +23,9 @@ machine's other load between levels hits both alike (the load average is printed
   delay --delay-ms, queue --queue, serving the same ONNX Runtime session as a tail part, so requests
   carry the same input tensor as Triton's (no JPEG decode on this side). Clients publish MQTT v5
   requests through a private Mosquitto, as an edge does, with a deadline of the SLO (a request still
-  queued past it is dropped: the edge computes it itself). The worker's fixed batcher as it is; its
-  adaptive SLO mode (--latency-slo-ms) is the lead's to add here.
+  queued past it is dropped: the edge computes it itself). The worker's fixed batcher; with --adaptive,
+  also a worker in its SLO mode (--latency-slo-ms at the SLO: batch and wait chosen per arrival rate,
+  what cannot meet the SLO shed at once).
 
 Load: open-loop Poisson arrivals (one seed, the same schedule for both) at --loads x the capacity,
 which is what one ONNX Runtime thread computes per second at batch --batch in this process (timed
@@ -291,6 +292,7 @@ def serve(config_json: str) -> None:
         batch_size=config["batch"],
         batch_delay_ms=config["delay_ms"],
         queue_size=config["queue"],
+        latency_slo_ms=config.get("slo_ms"),
         threads=1,
         answer_precision="fp32",
     )
@@ -307,14 +309,17 @@ def serve(config_json: str) -> None:
 
 
 @contextmanager
-def worker_side(model: BenchModel, args: argparse.Namespace, slo_s: float, work: Path) -> Iterator[Side]:
+def worker_side(
+    model: BenchModel, args: argparse.Namespace, slo_s: float, work: Path, adaptive: bool = False
+) -> Iterator[Side]:
+    """The worker with its fixed batcher, or with `adaptive`: --latency-slo-ms at the SLO."""
     from cloud_offload import protocol, tensor_codec
     from cloud_offload.tensor_codec import TensorPayload
     from edge_sdk.mqtt import Message, MqttClient
     from tools.harness.broker import MosquittoBroker
 
     with ExitStack() as stack:
-        broker = MosquittoBroker(work / "broker").start()
+        broker = MosquittoBroker(work / ("broker-adaptive" if adaptive else "broker")).start()
         stack.callback(broker.stop)
         pipeline = {
             "name": model.name,
@@ -324,11 +329,12 @@ def worker_side(model: BenchModel, args: argparse.Namespace, slo_s: float, work:
         }
         config = {
             "pipeline": pipeline,
-            "cache": str(work / "engines"),
+            "cache": str(work / ("engines-adaptive" if adaptive else "engines")),
             "broker": {"host": broker.host, "port": broker.port},
             "batch": args.batch,
             "delay_ms": args.delay_ms,
             "queue": args.queue,
+            "slo_ms": slo_s * 1000 if adaptive else None,
         }
         process = subprocess.Popen(
             [sys.executable, __file__, "--serve", json.dumps(config)],
@@ -409,6 +415,7 @@ def main() -> None:
     parser.add_argument("--delay-ms", type=float, default=2.0)
     parser.add_argument("--queue", type=int, default=64)
     parser.add_argument("--seed", type=int, default=15)
+    parser.add_argument("--adaptive", action="store_true", help="also the worker with --latency-slo-ms at the SLO")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     if args.serve:
@@ -456,8 +463,11 @@ def bench_one(model: BenchModel, args: argparse.Namespace, work: Path) -> dict[s
         triton_side(model, args, slo_s, work, rejects=True) as rejecting,
         triton_side(model, args, slo_s, work, rejects=False) as unbounded,
         worker_side(model, args, slo_s, work) as worker,
+        ExitStack() as more,
     ):
-        sides = (("triton, queue policy", rejecting), ("triton, default queue", unbounded), ("edge_sdk", worker))
+        sides = [("triton, queue policy", rejecting), ("triton, default queue", unbounded), ("edge_sdk", worker)]
+        if args.adaptive:
+            sides.append(("edge_sdk, SLO mode", more.enter_context(worker_side(model, args, slo_s, work, True))))
         for index, (label, arrivals) in enumerate(zip(labels, schedules, strict=True)):
             for side, run in sides:
                 tally = run(arrivals)
