@@ -1,8 +1,9 @@
 """The offload worker forwarding to a real Triton Inference Server (NVIDIA's tritonserver from the
 nvidia-pytriton wheel, tests/support/triton.py): an edge pipeline offloading to it gets the detections
 its own engine finds, a Triton killed mid-stream makes the edge compute the rest (each frame once),
-answers Triton gets wrong are answered as errors while the worker keeps serving, and a Triton that is
-down, lacks the model or serves one that does not fit the pipeline is refused at start in one line."""
+answers Triton gets wrong, or not within the timeout, are answered as errors while the worker keeps
+serving, and a Triton that is down, lacks the model or serves one that does not fit the pipeline is
+refused at start in one line."""
 
 from __future__ import annotations
 
@@ -196,7 +197,7 @@ class Edge:
         return tensor_codec.decode(message.payload)
 
 
-def test_answers_triton_gets_wrong_are_errors_the_edge_falls_back_on_and_the_worker_keeps_serving(
+def test_answers_triton_gets_wrong_or_too_late_are_errors_the_edge_falls_back_on_and_the_worker_keeps_serving(
     start_broker: BrokerFactory, tmp_path: Path, demo_model: Path, cpu_profile: DeviceProfile, astronaut_bgr: Any
 ) -> None:
     # given a worker forwarding to a Triton whose answers can be made wrong while it runs
@@ -206,7 +207,7 @@ def test_answers_triton_gets_wrong_are_errors_the_edge_falls_back_on_and_the_wor
     key = protocol.model_key(cache.models.load(demo_model).sha256, config.preprocess)
     garbage = tmp_path / "garbage"
     with start_triton(demo_model, "detector", tmp_path / "triton", garbage_when=garbage) as triton:
-        settings = TritonSettings(url=triton.http_url)  # HTTP here, gRPC in the run above
+        settings = TritonSettings(url=triton.http_url, timeout_s=1.0)  # HTTP here, gRPC in the run above
         worker = OffloadWorker(
             [config],
             cpu_profile,
@@ -226,6 +227,10 @@ def test_answers_triton_gets_wrong_are_errors_the_edge_falls_back_on_and_the_wor
                 garbage.write_text(mode)
                 answers[mode] = edge.ask(key, jpeg)
             garbage.unlink()
+            # and when Triton hangs past --triton-timeout-s
+            triton.pause()
+            hung = edge.ask(key, jpeg)
+            triton.pause(False)
             again = edge.ask(key, jpeg)
             stats = worker.stats
         edge.client.disconnect()
@@ -244,10 +249,11 @@ def test_answers_triton_gets_wrong_are_errors_the_edge_falls_back_on_and_the_wor
     # then each is answered with an error saying what was wrong (the edge computes those frames itself)
     assert "answered without output 'num_detections:0'" in _error(answers["names"])
     assert "output 'num_detections:0' expected 1 dimensions, got shape [1, 1, 2]" in _error(answers["shapes"])
+    assert "timed out" in _error(hung).lower(), _error(hung)
     # and the worker went on: the next frame is served as before, and the failures are counted
     assert protocol.ERROR_TENSOR not in again.tensors
     np.testing.assert_allclose(again.tensors["detection_boxes:0"], good.tensors["detection_boxes:0"], atol=1e-3)
-    assert stats.errors == 2 and stats.served == 2
+    assert stats.errors == 3 and stats.served == 2
     assert cache.entries() == [], "no local engine was built: Triton computes the model"
 
 

@@ -60,7 +60,12 @@ class TritonServer:
         self.process.wait(10)
         self.killed = True
 
+    def pause(self, paused: bool = True) -> None:
+        """SIGSTOP (or SIGCONT) the server and everything it started: a server that hangs."""
+        _signal_group(self.process, signal.SIGSTOP if paused else signal.SIGCONT)
+
     def stop(self) -> None:
+        self.pause(False)  # a stopped process would ignore SIGTERM until continued
         if self.process.poll() is None:
             _signal_group(self.process, signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):
