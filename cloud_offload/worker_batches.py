@@ -113,7 +113,8 @@ class RequestQueue:
             key = self._items[0].batch_key
             batcher = self.slo(key)
             while True:
-                matching = [request for request in self._items if request.batch_key == key]
+                # the oldest few batches' worth decide: a longer queue only adds frames younger than those
+                matching = [request for request in self._items if request.batch_key == key][: 4 * batcher.max_batch]
                 now = time.monotonic()
                 decision = batcher.decide([(now - request.arrived) * 1000 for request in matching], now * 1000)
                 if decision.take or decision.shed or self._closed or not decision.wait_ms:

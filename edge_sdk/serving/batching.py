@@ -82,6 +82,13 @@ class BatchLatency:
             return
         self._deviation[size] += LATENCY_WEIGHT * (abs(ms - mean) - self._deviation[size])
         self._mean[size] = mean + LATENCY_WEIGHT * (ms - mean)
+        # The sizes not run now follow at half the pace: a busier or quieter machine changes every
+        # size's latency, and a size the batcher stopped choosing must not keep its old figure.
+        drift = 1.0 + 0.5 * LATENCY_WEIGHT * (ms / mean - 1.0)
+        for other in self._mean:
+            if other != size:
+                self._mean[other] *= drift
+                self._deviation[other] *= drift
 
     def estimate(self, size: int) -> float:
         """The latency to plan with for a batch of `size`; inf before any batch was measured."""
