@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import ExitStack
 from typing import Literal
 
@@ -34,33 +34,20 @@ from edge_sdk.mqtt.messages import Message
 from edge_sdk.mqtt.topics import check_identity
 from edge_sdk.pipeline.config import PipelineConfig
 from edge_sdk.profiles import DeviceProfile
-from edge_sdk.serving.batching import SloBatcher, SloUnreachable
 from edge_sdk.serving.model_cache import ModelCacheSettings
 
 from . import tensor_codec
 from .frame_codec import MAX_PIXELS
 from .protocol import DEFAULT_GROUP, RESERVED_PREFIX, WHOLE, WorkerLoad, load_topic, worker_subscription
 from .tensor_codec import PayloadError, TensorPayload
-from .worker_batches import (
-    BatchKey,
-    Counters,
-    LoadMeter,
-    RateLimitedLog,
-    Request,
-    RequestQueue,
-    SloBatchers,
-    WorkerStats,
-)
+from .worker_batches import Counters, LoadMeter, RateLimitedLog, Request, RequestQueue, WorkerStats
 from .worker_models import ModelPreparer, Outcome, TailRunner
 from .worker_residency import WorkerModels
+from .worker_slo import WorkerSlo
+from .worker_tail_builds import TailBuilder, TailBuilds
 from .worker_wire import Refused, SharedSubscriber, check_request, error_answer, output_answer, worker_mqtt_settings
 
 log = logging.getLogger("cloud_offload.worker")
-
-TailBuilder = Callable[[str, str, Sequence[str]], TailRunner | None]
-"""(model key, part, the cut's tensors as a request names them) -> the tail, or None for no such cut."""
-"""(model key, part) -> the tail's runner, or None when this worker cannot make that tail. Called on a
-thread of its own the first time a part is asked for; until it returns, requests get "tail not ready"."""
 
 
 class WorkerSettings(BaseModel):
@@ -110,7 +97,6 @@ class OffloadWorker:
         check_identity(settings.group)
         self.pipelines, self.profile, self.settings = list(pipelines), profile, settings
         self.cache = cache or EngineCache()
-        self.tail_builder = tail_builder
         self.load_topic = load_topic(settings.worker_id)
         self.subscription = worker_subscription(settings.group)
         self.broker = worker_mqtt_settings(broker, settings.worker_id, self.load_topic)
@@ -126,20 +112,14 @@ class OffloadWorker:
         self.ready = threading.Event()
         self._counters = Counters()
         slo = settings.latency_slo_ms
-        self._queue = RequestQueue(
-            settings.queue_size, SloBatchers(slo, settings.batch_size, self._seed_ms) if slo is not None else None
-        )
+        self._slo = WorkerSlo(slo, settings.batch_size) if slo is not None else None
+        self._queue = RequestQueue(settings.queue_size, self._slo.batchers if self._slo else None)
         self._stack = ExitStack()
         self._client: SharedSubscriber | None = None
         self._threads: list[threading.Thread] = []
         self._stopping = threading.Event()
         self._stopped = False
-        self._builders: list[threading.Thread] = []
-        """Tail builds under way: joined on stop, since a process that exits while one is inside
-        the engine library is aborted by it ("terminate called without an active exception")."""
-        self._building: dict[tuple[str, str], str | None] = {}
-        """Tails being built (None) or whose build failed (why)."""
-        self._lock = threading.Lock()
+        self._tail_builds = TailBuilds(tail_builder, self.add_tail) if tail_builder is not None else None
         self._meter = LoadMeter()
         self._refusals = RateLimitedLog(log)
 
@@ -149,7 +129,8 @@ class OffloadWorker:
         try:
             self._stack.callback(self.models.close)
             self.models.start()
-            self._check_slo()
+            if self._slo is not None:
+                self._slo.prepare(self.models.loaded(), self.models.times())
             for key, name in self.models.names().items():
                 log.info("offload worker: serving %s as model %s", name, key)
             self._client = SharedSubscriber(self.broker, self.subscription, self._on_request)
@@ -182,8 +163,10 @@ class OffloadWorker:
         self._stopping.set()
         for request in self._queue.drain():  # what the drain timeout left: the edge need not wait for it
             self._answer_error(request, "worker stopping", counter="overloaded")
-        for thread in [*self._threads, *self._builders]:
+        for thread in self._threads:
             thread.join(self.settings.drain_timeout_s + 1.0)
+        if self._tail_builds is not None:
+            self._tail_builds.join(self.settings.drain_timeout_s + 1.0)
         if client is not None:
             try:
                 client.publish(self.load_topic, b"", qos=1, retain=True, wait=True)
@@ -232,31 +215,9 @@ class OffloadWorker:
         (`tensors`: the cut's tensors, as a request for the tail names them)."""
         served = self.models.get(key)
         runner = served.tail(part) if served is not None else None
-        if runner is not None or served is None or self.tail_builder is None:
-            return runner
-        with self._lock:
-            if (key, part) in self._building:
-                return None
-            self._building[key, part] = None
-        builder = threading.Thread(
-            target=self._build_tail, args=(key, part, tuple(tensors)), name=f"offload-tail-{part}", daemon=True
-        )
-        self._builders.append(builder)
-        builder.start()
-        return None
-
-    def _build_tail(self, key: str, part: str, tensors: Sequence[str]) -> None:
-        assert self.tail_builder is not None
-        try:
-            runner = self.tail_builder(key, part, tensors)
-            if runner is None:
-                raise LookupError(f"no cut of model {key} has the part name {part}")
-            self.add_tail(key, part, runner)
-            log.info("offload worker: tail %s of model %s ready", part, key)
-        except Exception as exc:  # remembered, not retried: every request for it is answered at once
-            with self._lock:
-                self._building[key, part] = first_line(exc)
-            log.warning("offload worker: tail %s of model %s cannot be served: %s", part, key, first_line(exc))
+        if runner is None and served is not None and self._tail_builds is not None:
+            self._tail_builds.start(key, part, tensors)
+        return runner
 
     def load(self) -> WorkerLoad:
         """The report published on the load topic."""
@@ -273,27 +234,6 @@ class OffloadWorker:
             cache=self.models.stats(),
             at=time.time(),
         )
-
-    def _check_slo(self) -> None:
-        """SloUnreachable when a model loaded at start computes one request slower than the SLO allows."""
-        slo = self.settings.latency_slo_ms
-        if slo is None:
-            return
-        for key, times in self.models.times().items():
-            if times.whole_ms is not None:
-                batcher = SloBatcher(slo, 1)
-                batcher.ran(1, times.whole_ms)
-                try:
-                    batcher.check_reachable()
-                except SloUnreachable as exc:
-                    raise SloUnreachable(f"model {key}: {exc}") from None
-
-    def _seed_ms(self, key: BatchKey) -> float | None:
-        model_key, part, _shape = key
-        times = self.models.times().get(model_key)
-        if times is None:
-            return None
-        return times.whole_ms if part == WHOLE else times.tails_ms.get(part)
 
     # --- paho's thread: each request as it arrives -----------------------------------------------------
 
@@ -322,8 +262,7 @@ class OffloadWorker:
             return
         cut = [name for name in payload.tensors if not name.startswith(RESERVED_PREFIX)]
         if address.part != WHOLE and self.tail_for(address.model_key, address.part, cut) is None:
-            with self._lock:
-                failed = self._building.get((address.model_key, address.part))
+            failed = self._tail_builds.failure(address.model_key, address.part) if self._tail_builds else None
             self._answer_error(request, "tail not ready" + (f" ({failed})" if failed else ""))
             return
         try:

@@ -43,9 +43,9 @@ class Request:
 
 class SloBatchers:
     """One SloBatcher per batch key (each model, part and shape has its own latencies), made on the key's
-    first request and seeded with the compute time the worker measured at warm-up (`seed`)."""
+    first request and seeded with the batch times the worker measured at start (`seed`: ms by size)."""
 
-    def __init__(self, slo_ms: float, max_batch: int, seed: Callable[[BatchKey], float | None]):
+    def __init__(self, slo_ms: float, max_batch: int, seed: Callable[[BatchKey], dict[int, float]]):
         self.slo_ms, self.max_batch, self.seed = slo_ms, max_batch, seed
         self._batchers: dict[BatchKey, SloBatcher] = {}
 
@@ -53,9 +53,8 @@ class SloBatchers:
         batcher = self._batchers.get(key)
         if batcher is None:
             batcher = self._batchers[key] = SloBatcher(self.slo_ms, self.max_batch)
-            seed_ms = self.seed(key)
-            if seed_ms is not None:
-                batcher.ran(1, seed_ms)
+            for size, ms in self.seed(key).items():
+                batcher.ran(size, ms)
         return batcher
 
 

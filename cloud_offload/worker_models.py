@@ -125,8 +125,16 @@ class ServedModel:
     def warm_up(self) -> None:
         """Run the whole model twice on the shipped scene, sized as the edge sends it: the first run
         allocates, the second seeds the compute time the worker reports before its first request."""
-        frame = downscale(scene_frames(1)[0], self.max_side)
-        self.whole_ms.value = _timed_twice(self.runner, {self.input_name: self.feed(frame)})
+        self.whole_ms.value = _timed_twice(self.runner, self._scene_feed(1))
+
+    def time_batches(self, sizes: Sequence[int]) -> dict[int, float]:
+        """ms of one whole-model call per batch size, each size run once before it is timed (an engine
+        meeting a new input shape may search its kernels for it: seconds on a GPU)."""
+        return {size: _timed_twice(self.runner, self._scene_feed(size)) for size in sizes}
+
+    def _scene_feed(self, batch: int) -> dict[str, np.ndarray]:
+        tensor = self.feed(downscale(scene_frames(1)[0], self.max_side))
+        return {self.input_name: np.repeat(tensor, batch, axis=0) if batch > 1 else tensor}
 
     # --- per request, when it arrives (paho's thread) ----------------------------------------------
 

@@ -147,6 +147,11 @@ class WorkerModels:
             engine = self._open.get(key)
         return engine.served if engine is not None else None
 
+    def loaded(self) -> dict[str, ServedModel]:
+        """The models loaded now, by key."""
+        with self._lock:
+            return {key: engine.served for key, engine in self._open.items()}
+
     def request(self, key: str) -> ServedModel | str:
         """A request for `key` (served here) arrived: the model if loaded, else why not (the answer),
         and its load queued when the policy admits it. Counted as a hit or a miss."""

@@ -11,7 +11,7 @@ from edge_sdk.backends.runner import EngineRunner
 from edge_sdk.core.tensor_meta import TensorMeta
 from edge_sdk.engines.benchmark import make_input
 from edge_sdk.engines.engine import PreparedEngine
-from edge_sdk.serving.batching import SloBatcher
+from edge_sdk.serving.batching import SloBatcher, batch_buckets
 
 SEED_RUNS = 3
 """Timed calls per batch size at start (after one untimed)."""
@@ -26,12 +26,13 @@ def fixed_batch_sizes(engine_input: TensorMeta) -> list[int] | None:
 
 
 def seeded_batcher(runner: EngineRunner, engine_input: TensorMeta, slo_ms: float, max_batch: int) -> SloBatcher:
-    """A batcher whose latency estimates start from this engine's own calls, at batch sizes 1, 2, 4 ...
-    up to `max_batch` (or the engine's fixed size): a batch's first decisions are as good as its later ones."""
+    """A batcher whose latency estimates start from this engine's own calls at every batch size it may
+    run (1, 2, 4 ... `max_batch`, or the engine's fixed size): its first decisions are as good as its
+    later ones, and no batch meets an engine shape for the first time while frames wait."""
     sizes = fixed_batch_sizes(engine_input)
     batcher = SloBatcher(slo_ms, max_batch, sizes)
     rng = np.random.default_rng(0)
-    for size in sizes or _powers_of_two(max_batch):
+    for size in sizes or batch_buckets(max_batch):
         feed = {meta.name: make_input(meta, size, SEED_FRAME_SIDE, rng) for meta in runner.inputs}
         runner.infer(feed)
         for _ in range(SEED_RUNS):
@@ -46,10 +47,3 @@ def check_slo(engine: PreparedEngine, engine_input: TensorMeta, slo_ms: float) -
     before any stage starts, so the message comes at once and names the measured best latency."""
     with engine.open() as runner:
         seeded_batcher(runner, engine_input, slo_ms, 1).check_reachable()
-
-
-def _powers_of_two(largest: int) -> list[int]:
-    sizes = [1]
-    while sizes[-1] * 2 <= largest:
-        sizes.append(sizes[-1] * 2)
-    return sizes if sizes[-1] == largest else [*sizes, largest]

@@ -166,6 +166,15 @@ class SloBatcher:
     def estimate(self, frames: int) -> float:
         return self.latency.estimate(self.engine_size(frames))
 
+    def choices(self, most: int) -> list[int]:
+        """The batch sizes it may run, up to `most`: any on a fixed-size engine (padded to its size); on a
+        dynamic one the powers of two and `max_batch`, the shapes warmed at start, because a new input
+        shape can stall an engine for seconds (ONNX Runtime's CUDA provider searches convolution
+        algorithms for each one it meets: docs/benchmarks.md, "Adaptive batching")."""
+        if self.sizes is not None:
+            return list(range(1, most + 1))
+        return [size for size in batch_buckets(self.max_batch) if size <= most]
+
     def check_reachable(self) -> None:
         """Raise SloUnreachable when even the smallest batch, measured on an idle engine, misses the SLO."""
         best = self.estimate(1)
@@ -199,7 +208,7 @@ class SloBatcher:
         if not ages:
             return BatchDecision(dead, 0)
         most = min(len(ages), self.max_batch)
-        take = max((size for size in range(1, most + 1) if ages[0] + estimate[size] <= budget), default=1)
+        take = max((size for size in self.choices(most) if ages[0] + estimate[size] <= budget), default=1)
         rate = self.arrivals.per_ms(now_ms)
         if take < most and rate > take / estimate[take]:
             dropped, take = self._shed_for_throughput(older, dead, most, take)
@@ -227,7 +236,7 @@ class SloBatcher:
         budget, estimate = self.budget_ms, self._estimates()
         waiting = older.total - dead
         options = []
-        for size in range(1, most + 1):
+        for size in self.choices(most):
             too_old = older.count(budget - estimate[size]) - dead
             if waiting - too_old >= size:
                 options.append((size / estimate[size], size, too_old))
@@ -249,6 +258,14 @@ class SloBatcher:
             return 0.0
         slack = budget - ages[0] - estimate[target]
         return max(0.0, min(slack, (target - len(ages)) / rate))
+
+
+def batch_buckets(largest: int) -> list[int]:
+    """1, 2, 4 ... up to `largest`, and `largest` itself."""
+    sizes = [1]
+    while sizes[-1] * 2 <= largest:
+        sizes.append(sizes[-1] * 2)
+    return sizes if sizes[-1] == largest else [*sizes, largest]
 
 
 class _OlderThan:

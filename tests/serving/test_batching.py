@@ -72,7 +72,11 @@ def test_a_lone_frame_runs_at_once() -> None:
 
 def test_what_waits_runs_as_one_batch_bounded_by_the_oldest_frames_deadline() -> None:
     batcher = seeded(50.0, 32)
-    assert batcher.decide([1.0] * 20, now_ms=0.0).take == 20
+    assert batcher.decide([1.0] * 32, now_ms=0.0).take == 32
+    # on a dynamic engine it runs the batch sizes warmed at start: 20 waiting run as 16, then 4
+    assert batcher.decide([1.0] * 20, now_ms=0.0).take == 16
+    assert batcher.choices(32) == [1, 2, 4, 8, 16, 32]
+    assert SloBatcher(50.0, 12).choices(12) == [1, 2, 4, 8, 12]
     # the oldest waited 30 ms: of the 45 ms planned, a batch may take 15 ms at most (8 + 0.5 b, +2 deviations)
     decision = batcher.decide([30.0] + [1.0] * 20, now_ms=0.0)
     assert 1 <= decision.take < 21
