@@ -227,6 +227,18 @@ def test_prefer_nhwc_reaches_the_sessions_that_run_the_engine_not_the_build(tmp_
     assert run_provider_list(ort_options(), "fp32", tmp_path)[0] == ("CUDAExecutionProvider", {"device_id": "0"})
 
 
+def test_conv_algo_search_reaches_the_sessions_that_run_the_engine(tmp_path: Path) -> None:
+    # a serving loop meets many batch sizes; exhaustive (ONNX Runtime's default) searches kernels for each
+    options = OnnxRuntimeOptions.model_validate(
+        {"backend": "onnxruntime", "execution_providers": [{"type": "cuda", "conv_algo_search": "heuristic"}]}
+    )
+    assert provider_list(options, "fp32", tmp_path)[0] == ("CUDAExecutionProvider", {"device_id": "0"})
+    assert run_provider_list(options, "fp32", tmp_path)[0] == (
+        "CUDAExecutionProvider",
+        {"device_id": "0", "cudnn_conv_algo_search": "HEURISTIC"},
+    )
+
+
 # --- Which sessions take the binding path ---------------------------------------------------------------------------
 
 

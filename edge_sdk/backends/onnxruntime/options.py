@@ -75,6 +75,14 @@ class CudaProvider(_Strict):
         "fp16 at batch 256, and the demo detector's split engine slower at batch 1 (docs/benchmarks.md).",
     )
 
+    conv_algo_search: Literal["exhaustive", "heuristic", "default"] = Field(
+        "exhaustive",
+        description="How cuDNN picks each convolution's algorithm (ONNX Runtime's cudnn_conv_algo_search): "
+        "exhaustive times them all, once per input shape (the fastest kernels, but every new shape, such as a "
+        "batch size met for the first time, costs that search: up to seconds); heuristic asks cuDNN's "
+        "heuristics (cheap for every shape); default takes one fixed algorithm.",
+    )
+
     ort_name: ClassVar[str] = "CUDAExecutionProvider"
 
     def ort_options(self, precision: Precision, cache_dir: str) -> dict[str, Any]:
@@ -83,7 +91,10 @@ class CudaProvider(_Strict):
     def run_options(self) -> dict[str, str]:
         """Options for the sessions that run the engine, not the one that builds it: the build saves a
         layout-neutral graph, and ONNX Runtime lays it out for NHWC when a session loads it."""
-        return {"prefer_nhwc": "1"} if self.prefer_nhwc else {}
+        options = {"prefer_nhwc": "1"} if self.prefer_nhwc else {}
+        if self.conv_algo_search != "exhaustive":  # ONNX Runtime's own default
+            options["cudnn_conv_algo_search"] = self.conv_algo_search.upper()
+        return options
 
 
 class TensorRTProvider(_Strict):
