@@ -29,6 +29,9 @@ def render_snapshot(snapshot: RuntimeSnapshot) -> Group:
     breaking = [stage for stage in snapshot.stages if stage.breaker]
     if breaking:
         parts.append(_breaker_table(breaking))
+    batching = [stage for stage in snapshot.stages if stage.batching]
+    if batching:
+        parts.append(_batching_table(batching))
     offloading = [stage for stage in snapshot.stages if stage.offload]
     if not offloading:
         return Group(*parts)
@@ -64,6 +67,21 @@ def _breaker_table(stages: list[StageView]) -> Table:
             str(frames.get("fallback", 0)),
             str(counters.get("openings", 0)),
             str(counters.get("errors", 0)),
+        )
+    return table
+
+
+def _batching_table(stages: list[StageView]) -> Table:
+    """Each inference worker's SLO batcher (runtime.latency_slo_ms)."""
+    table = Table("stage", "target", "mean batch", "shed", "padded", title="latency target")
+    for stage in stages:
+        counters = stage.batching or {}
+        table.add_row(
+            stage.name,
+            f"{counters.get('slo_ms', 0):g} ms",
+            f"{counters.get('mean_batch', 0):.1f}",
+            str(counters.get("shed", 0)),
+            f"{counters.get('padding_share', 0):.0%}",
         )
     return table
 

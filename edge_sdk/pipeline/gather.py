@@ -71,6 +71,7 @@ class SloGatherer:
         self.owner, self.slo, self.handles, self.infer = owner, slo, handles, infer
         self.share = 1.0 / workers
         self._written: int | None = None
+        self.batches = self.frames = 0
 
     def __call__(self, rings: list[FrameRing], first: int) -> Batch:
         while True:
@@ -91,6 +92,8 @@ class SloGatherer:
 
     def ran(self, frames: int, seconds: float) -> None:
         self.slo.ran(frames, seconds * 1000)
+        self.batches += 1
+        self.frames += frames
 
     def stats(self) -> dict[str, Any]:
         slo = self.slo
@@ -98,6 +101,7 @@ class SloGatherer:
         return {
             "batching": {
                 "slo_ms": slo.slo_ms,
+                "mean_batch": self.frames / self.batches if self.batches else 0.0,
                 "shed": slo.shed,
                 "padded": self.infer.padded_rows,
                 "padding_share": self.infer.padded_rows / rows if rows else 0.0,

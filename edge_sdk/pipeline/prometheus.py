@@ -101,6 +101,15 @@ class PrometheusExporter:
             "edge_sdk_breaker_openings", "Times an inference stage's circuit breaker opened", ["stage"],
             registry=self.registry,
         )  # fmt: skip
+        self._batch_mean = prom.Gauge(
+            "edge_sdk_batch_mean", "An inference stage's mean batch under runtime.latency_slo_ms", ["stage"],
+            registry=self.registry,
+        )  # fmt: skip
+        self._batch_shed = prom.Gauge(
+            "edge_sdk_batching_shed",
+            "Frames an inference stage dropped because they could not meet runtime.latency_slo_ms", ["stage"],
+            registry=self.registry,
+        )  # fmt: skip
         self._server: Any
         try:
             self._server, self._thread = prom.start_http_server(port, addr=address, registry=self.registry)
@@ -118,6 +127,9 @@ class PrometheusExporter:
                 self._update_offload(stage.name, stage.offload)
             if stage.breaker:
                 self._update_breaker(stage.name, stage.breaker)
+            if stage.batching:
+                self._batch_mean.labels(stage.name).set(stage.batching.get("mean_batch", 0))
+                self._batch_shed.labels(stage.name).set(stage.batching.get("shed", 0))
         for source, states in snapshot.rings.items():
             self._dropped.labels(source).set(states.get("dropped", 0))
             for state, count in states.items():

@@ -36,6 +36,9 @@ class StageView:
     breaker: dict[str, Any] | None = None
     """An inference stage's circuit breaker when the pipeline has a `fallback:` model: state, frames
     per model, openings, primary errors."""
+    batching: dict[str, Any] | None = None
+    """An inference stage's SLO batcher under runtime.latency_slo_ms: target, mean batch, frames shed,
+    padded rows of a fixed-batch engine."""
     _last: tuple[float, int, float, int] | None = None
     """(when, frames, busy seconds, pid) of the previous report."""
     _earlier_frames: int = 0
@@ -55,6 +58,7 @@ class StageView:
         self.pid, self.dropped, self.state = report.pid, report.dropped, "running"
         self.offload = report.extra.get("dispatch") or None
         self.breaker = report.extra.get("breaker") or None
+        self.batching = report.extra.get("batching") or None
 
 
 @dataclass
