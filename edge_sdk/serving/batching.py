@@ -9,8 +9,9 @@ The rule, and why (figures: docs/benchmarks.md, "Adaptive batching"):
   lets the oldest waiting frame finish within the SLO (`estimate(b)`: each batch size's measured
   latency, mean plus twice its mean deviation, seeded at start and updated after every call).
 - **Wait only to keep up (Clipper's batch = throughput x time left).** When the arrival rate needs
-  batches larger than what is waiting (`b / estimate(b)` below the rate), it waits for them, at most
-  until the oldest frame's slack is spent.
+  batches larger than what is waiting (`b / estimate(b)` below the rate), and such a batch serves at
+  least 10% more frames per ms (where batching pays: a GPU), it waits for them, at most until the
+  oldest frame's slack is spent.
 - **Past what the hardware carries, shed the oldest, counted.** A frame that cannot meet the SLO
   even alone is dropped. When arrivals outpace the batch the oldest frame allows, the frames too old
   for the most efficient batch are dropped so that batch can run: serving the younger frames keeps
@@ -43,6 +44,9 @@ KEEP_UP_MARGIN = 1.1
 SHED_GAIN = 1.25
 """Frames are dropped to run a larger batch only when it serves at least 25% more frames per ms: on an
 engine where batching barely pays, dropping the old frames for the young ones gains nothing."""
+WAIT_GAIN = 1.1
+"""It waits for a larger batch only when that batch serves at least 10% more frames per ms than running
+what waits now: on an engine whose cost is per frame (a CPU), waiting is latency for nothing."""
 MIN_WAIT_MS = 0.2
 """A wait shorter than this is not worth a decision: run now."""
 
@@ -254,7 +258,8 @@ class SloBatcher:
         fastest = max(size / estimate[size] for size in sizes)
         wanted = min(rate * KEEP_UP_MARGIN, 0.97 * fastest)
         target = next(size for size in sizes if size / estimate[size] >= wanted)
-        if target <= len(ages):
+        waiting = len(ages)
+        if target <= waiting or target / estimate[target] < WAIT_GAIN * waiting / estimate[waiting]:
             return 0.0
         slack = budget - ages[0] - estimate[target]
         return max(0.0, min(slack, (target - len(ages)) / rate))

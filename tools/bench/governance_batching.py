@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from cloud_offload.worker_batches import Request, RequestQueue, SloBatchers  # noqa: E402
-from edge_sdk.serving.batching import SloBatcher  # noqa: E402
+from edge_sdk.serving.batching import SloBatcher, batch_buckets  # noqa: E402
 
 MIN_AUTO_SLO_MS = 20.0
 """The automatic SLO's floor: below it a Python serving loop's own jitter (thread switches, the GIL)
@@ -171,7 +171,7 @@ def static_rule(batch: int, delay_ms: float) -> Any:
 def run_model(name: str, args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     runner, sample = build_runner(name, args.profile, folder, args.threads or None)
     input_name = runner.inputs[0].name
-    sizes = sorted({1, 2, 4, 8, args.max_batch, *args.statics})
+    sizes = sorted({*batch_buckets(args.max_batch), *args.statics})
     times = batch_times(runner, sample, [s for s in sizes if s <= args.max_batch], input_name)
     slo = args.slo_ms or round(max(5 * times[1], MIN_AUTO_SLO_MS), 1)
     capacity = max(size * 1000 / ms for size, ms in times.items() if 2 * ms <= slo)
@@ -191,11 +191,8 @@ def run_model(name: str, args: argparse.Namespace, folder: Path) -> dict[str, An
                 rule = f"static {batch}/{delay:g}ms"
                 take = static_rule(batch, delay)
                 outcomes.append(serve(runner, sample, input_name, rate, args.seconds, rule, take, queue))
-        slo_batchers = SloBatchers(slo, args.max_batch, lambda key: None)
+        slo_batchers = SloBatchers(slo, args.max_batch, lambda key: times)  # seeded as the worker seeds it
         seeded: SloBatcher = slo_batchers(("m", "whole", "x"))
-        for size, ms in times.items():
-            for _ in range(3):
-                seeded.ran(size, ms)
         queue = RequestQueue(args.queue_size, slo_batchers)
         adaptive = serve(
             runner, sample, input_name, rate, args.seconds, "adaptive",
