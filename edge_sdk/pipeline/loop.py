@@ -64,8 +64,7 @@ def run_inline(
             if not source.is_live:
                 stack.enter_context(source)
         models = prepare_models(config, profile, cache)
-        if config.runtime.latency_slo_ms is not None:
-            check_slo(models.primary, models.engine_input, config.runtime.latency_slo_ms)
+        check_slo(models.primary, models.engine_input, config.runtime.latency_slo_ms)
         on_status(StatusEvent(StatusKind.PIPELINE_STARTED, config.name))
         feed = frame_feed(models.preprocess, models.engine_input)
         postprocess = build_postprocessor(config.postprocess)

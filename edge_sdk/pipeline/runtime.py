@@ -118,8 +118,7 @@ class PipelineRuntime:
         workers, _threads = inference_layout(self.config.runtime, self.profile)
         check_pipeline_memory(self.config, [slot.size for slot in slots], workers=workers)
         models = prepare_models(self.config, self.profile, self.cache)
-        if self.config.runtime.latency_slo_ms is not None:
-            check_slo(models.primary, models.engine_input, self.config.runtime.latency_slo_ms)
+        check_slo(models.primary, models.engine_input, self.config.runtime.latency_slo_ms)
         self.on_status(StatusEvent(StatusKind.PIPELINE_STARTED, self.config.name))
         started = time.monotonic()
         try:
@@ -193,10 +192,8 @@ class PipelineRuntime:
                 source_names=names,
                 rings=tuple(handles),
                 channels=channels,
-                batch_size=runtime.batch_size,
-                batch_timeout=runtime.batch_timeout_ms / 1000,
+                batching=runtime,
                 report_seconds=every,
-                latency_slo_ms=runtime.latency_slo_ms,
                 workers=workers,
                 fallback=models.fallback,
                 dispatch=DispatchPlan(config, self.profile, self.cache.root if self.cache else None, workers, live)

@@ -16,7 +16,7 @@ from edge_sdk.engines.engine import PreparedEngine
 from edge_sdk.postprocess import PostprocessSpec, build_postprocessor
 from edge_sdk.profiles import DeviceProfile
 
-from ..config import PipelineConfig
+from ..config import PipelineConfig, RuntimeSpec
 from ..dispatch import FrameDispatch, LocalDispatch
 from ..extensions import make_dispatch
 from ..fallback import FallbackPlan, breaker_stats, stage_inference
@@ -41,14 +41,12 @@ class InferencePlan:
     source_names: tuple[str, ...]
     rings: tuple[RingHandle, ...]
     channels: StageChannels
-    batch_size: int
-    batch_timeout: float
+    batching: RuntimeSpec
+    """The runtime section: batch_size with batch_timeout_ms, or latency_slo_ms (an SloBatcher picks the
+    batch, batch_size its largest)."""
     report_seconds: float
     dispatch: DispatchPlan | None = None
     """Where frames go when the pipeline has an extension (offload); None: all here."""
-    latency_slo_ms: float | None = None
-    """runtime.latency_slo_ms: batches chosen by an SloBatcher (batch_size its largest) instead of
-    filling batch_size within batch_timeout."""
     workers: int = 1
     """Inference workers sharing the rings: each sees every arrival and serves its share."""
     fallback: FallbackPlan | None = None
@@ -111,9 +109,10 @@ def _dispatch(plan: InferencePlan, infer: FrameInference, link: StageLink) -> Fr
 
 
 def _gatherer(plan: InferencePlan, runner: EngineRunner, model_input: TensorMeta, infer: FrameInference) -> Gatherer:
-    if plan.latency_slo_ms is None:
-        return FillGatherer(plan.owner_id, plan.batch_size, plan.batch_timeout, plan.rings)
-    slo = seeded_batcher(runner, model_input, plan.latency_slo_ms, plan.batch_size)
+    batching = plan.batching
+    if batching.latency_slo_ms is None:
+        return FillGatherer(plan.owner_id, batching.batch_size, batching.batch_timeout_ms / 1000, plan.rings)
+    slo = seeded_batcher(runner, model_input, batching.latency_slo_ms, batching.batch_size)
     return SloGatherer(plan.owner_id, slo, plan.rings, plan.workers, infer)
 
 
