@@ -41,6 +41,14 @@ class Request:
         return (self.model_key, self.part, self.shape)
 
 
+def _age_ms(request: Request, slo_ms: float, now: float, wall_now: float) -> float:
+    """How long a request has waited, as the SLO sees it: since it reached the worker, or more when the
+    edge's deadline leaves it less than the SLO (it waited in the broker or on the link on its way, and
+    past that deadline the edge has computed the frame itself)."""
+    waited = (now - request.arrived) * 1000
+    return max(waited, slo_ms - (request.payload.deadline - wall_now) * 1000)
+
+
 class SloBatchers:
     """One SloBatcher per batch key (each model, part and shape has its own latencies), made on the key's
     first request and seeded with the batch times the worker measured at start (`seed`: ms by size)."""
@@ -113,9 +121,14 @@ class RequestQueue:
             batcher = self.slo(key)
             while True:
                 # the oldest few batches' worth decide: a longer queue only adds frames younger than those
-                matching = [request for request in self._items if request.batch_key == key][: 4 * batcher.max_batch]
-                now = time.monotonic()
-                decision = batcher.decide([(now - request.arrived) * 1000 for request in matching], now * 1000)
+                now, wall = time.monotonic(), time.time()
+                aged = sorted(
+                    ((_age_ms(request, batcher.slo_ms, now, wall), request) for request in self._items
+                     if request.batch_key == key),
+                    key=lambda pair: -pair[0],
+                )[: 4 * batcher.max_batch]  # fmt: skip
+                matching = [request for _age, request in aged]
+                decision = batcher.decide([age for age, _request in aged], now * 1000)
                 if decision.take or decision.shed or self._closed or not decision.wait_ms:
                     break
                 self._condition.wait(decision.wait_ms / 1000)

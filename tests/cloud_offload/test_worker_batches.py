@@ -12,7 +12,7 @@ import pytest
 
 from cloud_offload import protocol, tensor_codec
 from cloud_offload.tensor_codec import TensorPayload
-from cloud_offload.worker_batches import LoadMeter, RateLimitedLog, Request, RequestQueue, WorkerStats
+from cloud_offload.worker_batches import LoadMeter, RateLimitedLog, Request, RequestQueue, SloBatchers, WorkerStats
 from cloud_offload.worker_wire import Refused, check_request, error_answer
 from edge_sdk.mqtt import Message
 
@@ -130,3 +130,32 @@ def test_stats_give_the_mean_batch() -> None:
     assert WorkerStats(batches=4, batched=10).mean_batch == 2.5
     assert WorkerStats().mean_batch == 0.0
     assert "mean batch 2.50" in WorkerStats(batches=4, batched=10).line()
+
+
+def slo_queue(slo_ms: float = 100.0) -> RequestQueue:
+    seeds = {1: 10.0, 2: 12.0, 4: 16.0, 8: 24.0}
+    return RequestQueue(capacity=16, slo=SloBatchers(slo_ms, 8, lambda key: seeds))
+
+
+def test_the_slo_queue_sheds_a_request_whose_edge_deadline_leaves_too_little_and_runs_the_rest() -> None:
+    # given two requests just arrived: one the edge gave up on in 5 ms (it waited in the broker), one fresh
+    queue = slo_queue()
+    late = Request("cam", "k", protocol.WHOLE, (1,), "t", b"c" * 16, TensorPayload(1, time.time() + 0.005, {}))
+    fresh = Request("cam", "k", protocol.WHOLE, (1,), "t", b"c" * 16, TensorPayload(2, time.time() + 10.0, {}))
+    assert queue.put(late) and queue.put(fresh)
+    # when
+    batch, shed = queue.take_slo_batch(timeout=1.0)
+    # then the one the edge will have computed itself by then is answered 'shed' at once
+    assert [r.payload.frame_id for r in shed] == [1]
+    assert [r.payload.frame_id for r in batch] == [2]
+    assert len(queue) == 0
+
+
+def test_the_slo_queue_runs_what_waits_at_once_as_one_batch() -> None:
+    queue = slo_queue()
+    for frame in range(5):
+        queue.put(Request("cam", "k", protocol.WHOLE, (1,), "t", b"c" * 16, TensorPayload(frame, time.time() + 10, {})))
+    batch, shed = queue.take_slo_batch(timeout=1.0)
+    assert shed == [] and [r.payload.frame_id for r in batch] == [0, 1, 2, 3], "a power of two: 4, then 1"
+    batch, shed = queue.take_slo_batch(timeout=1.0)
+    assert [r.payload.frame_id for r in batch] == [4]

@@ -18,6 +18,8 @@ from edge_sdk.fleet.device.agent_config import AgentConfig
 from edge_sdk.fleet.device.artifacts import ArtifactStore
 from edge_sdk.fleet.wire.manifest import DeploymentManifest, DeviceIdentity
 from edge_sdk.fleet.wire.signing import generate_signing_key, load_private_key, load_public_key, verify_manifest
+from edge_sdk.mqtt import MqttSettings
+from tests.support.clients import RecordingClient
 from tools.harness.broker import BrokerFactory, FleetBroker, start_fleet_broker
 from tools.harness.deployments import DEVICE_ID, PROFILE
 
@@ -145,3 +147,21 @@ def agent(fleet: FleetBroker, tmp_path: Path, operator_keys: Keys) -> Iterator[A
     )
     with Agent(config) as running:
         yield running
+
+
+@pytest.fixture
+def pipeline_agent(tmp_path: Path, operator_keys: Keys) -> Iterator[Agent]:
+    """An agent that runs deployed pipelines (its engines cached under tmp_path), answering through a
+    recording client; its pipelines are stopped after the test."""
+    config = AgentConfig(
+        device_id=DEVICE_ID,
+        broker=MqttSettings(client_id=DEVICE_ID, clean_start=False),
+        store_dir=tmp_path / "store",
+        trusted_keys_dir=operator_keys.folder,
+        profile=PROFILE,
+        engine_cache_dir=tmp_path / "engines",
+    )
+    agent = Agent(config, client=RecordingClient)
+    yield agent
+    agent.pipelines.stop_all()
+    agent.deployer.close()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,32 +11,19 @@ import pytest
 
 from edge_sdk.core.opencv import import_cv2
 from edge_sdk.fleet.device.agent import Agent
-from edge_sdk.fleet.device.agent_config import AgentConfig
-from edge_sdk.mqtt import MqttSettings
 from tests.fleet.conftest import Keys
 from tests.fleet.test_agent_pipelines import install
-from tests.support.clients import RecordingClient, recording_client
+from tests.support.clients import recording_client
 from tests.support.waits import poll_until
-from tools.harness.deployments import DEVICE_ID, PROFILE, make_deployment
+from tools.harness.deployments import DEVICE_ID, make_deployment
 from tools.harness.governed_models import failing_when_red
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 
 @pytest.fixture
-def agent(tmp_path: Path, operator_keys: Keys) -> Iterator[Agent]:
-    config = AgentConfig(
-        device_id=DEVICE_ID,
-        broker=MqttSettings(client_id=DEVICE_ID, clean_start=False),
-        store_dir=tmp_path / "store",
-        trusted_keys_dir=operator_keys.folder,
-        profile=PROFILE,
-        engine_cache_dir=tmp_path / "engines",
-    )
-    agent = Agent(config, client=RecordingClient)
-    yield agent
-    agent.pipelines.stop_all()
-    agent.deployer.close()
+def agent(pipeline_agent: Agent) -> Agent:
+    return pipeline_agent
 
 
 def breaker_pipeline(folder: Path) -> str:

@@ -3,39 +3,25 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from edge_sdk.fleet.device.agent import Agent
-from edge_sdk.fleet.device.agent_config import AgentConfig
 from edge_sdk.fleet.device.deploy import DeployResult
 from edge_sdk.fleet.device.pipelines import PipelineStartError
-from edge_sdk.mqtt import MqttSettings
 from tests.fleet.agent_fixtures import people_pipeline
 from tests.fleet.conftest import Keys
-from tests.support.clients import RecordingClient, recording_client
+from tests.support.clients import recording_client
 from tests.support.waits import poll_until
-from tools.harness.deployments import DEVICE_ID, PROFILE, Deployment, make_deployment
+from tools.harness.deployments import Deployment, make_deployment
 
 pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture
-def agent(tmp_path: Path, operator_keys: Keys) -> Iterator[Agent]:
-    config = AgentConfig(
-        device_id=DEVICE_ID,
-        broker=MqttSettings(client_id=DEVICE_ID, clean_start=False),
-        store_dir=tmp_path / "store",
-        trusted_keys_dir=operator_keys.folder,
-        profile=PROFILE,
-        engine_cache_dir=tmp_path / "engines",
-    )
-    agent = Agent(config, client=RecordingClient)
-    yield agent
-    agent.pipelines.stop_all()
-    agent.deployer.close()
+def agent(pipeline_agent: Agent) -> Agent:
+    return pipeline_agent
 
 
 def install(agent: Agent, deployment: Deployment) -> DeployResult:

@@ -7,7 +7,6 @@ frames go grey -> red -> grey (and the first frames, the equivalence gate's, are
 
 from __future__ import annotations
 
-import socket
 import threading
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from edge_sdk.pipeline.run import run_pipeline
 from edge_sdk.pipeline.snapshot import RuntimeSnapshot, StageView
 from edge_sdk.profiles import DeviceProfile
 from tests.pipeline.test_loop import CLASSIFIER_PREPROCESS, pipeline_file, read_jsonl
+from tests.support.metrics import scraped_metrics, stats_text
 from tools.harness.governed_models import failing_when_red, slow_when_red
 from tools.harness.onnx_models import float_classifier, uint8_mean_classifier
 
@@ -269,32 +269,14 @@ BREAKER = {"state": "open", "frames": {"primary": 40, "fallback": 25}, "openings
 
 
 def test_the_breaker_shows_in_stats_and_prometheus() -> None:
-    import urllib.request
-
-    from rich.console import Console
-
-    from edge_sdk.cli.stats_view import render_snapshot
-    from edge_sdk.pipeline.prometheus import PrometheusExporter
-
-    pytest.importorskip("prometheus_client")
     stage = StageView("inference:0", "inference", pid=1, frames=65, state="running", breaker=BREAKER)
     snapshot = RuntimeSnapshot([stage], {}, 10.0, 20.0, 5.0)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    exporter = PrometheusExporter(port, "127.0.0.1")
-    try:
-        exporter.update(snapshot)
-        metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    finally:
-        exporter.close()
+    metrics = scraped_metrics(snapshot)
     assert 'edge_sdk_breaker_state{stage="inference:0"} 2.0' in metrics
     assert 'edge_sdk_model_frames{model="fallback",stage="inference:0"} 25.0' in metrics
     assert 'edge_sdk_model_frames{model="primary",stage="inference:0"} 40.0' in metrics
     assert 'edge_sdk_breaker_openings{stage="inference:0"} 2.0' in metrics
-    console = Console(width=160, record=True)
-    console.print(render_snapshot(snapshot))
-    text = console.export_text()
+    text = stats_text(snapshot)
     assert "fallback model" in text
     row = next(line for line in text.splitlines() if "inference:0" in line and "open" in line)
     assert [cell.strip() for cell in row.split("│")[1:7]] == ["inference:0", "open", "40", "25", "2", "3"], row

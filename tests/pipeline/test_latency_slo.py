@@ -9,9 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from rich.console import Console
 
-from edge_sdk.cli.stats_view import render_snapshot
 from edge_sdk.core.preprocess import PreprocessSpec, frame_feed
 from edge_sdk.core.results import Frame, FrameMeta
 from edge_sdk.engines.cache import EngineCache
@@ -19,10 +17,11 @@ from edge_sdk.engines.engine import prepare_engine
 from edge_sdk.pipeline.frame_steps import FrameInference
 from edge_sdk.pipeline.run import run_pipeline
 from edge_sdk.pipeline.shared_segments import segments_of
-from edge_sdk.pipeline.snapshot import RuntimeSnapshot
+from edge_sdk.pipeline.snapshot import RuntimeSnapshot, StageView
 from edge_sdk.postprocess import build_postprocessor
 from edge_sdk.postprocess.classification import ClassificationSpec
 from edge_sdk.profiles import DeviceProfile
+from tests.support.metrics import scraped_metrics, stats_text
 from tools.harness import onnx_models
 
 from ..conftest import ASTRONAUT
@@ -58,9 +57,7 @@ def test_a_live_camera_five_times_faster_than_the_engine_has_its_excess_shed_and
     reported = [stage.batching for snapshot in snapshots for stage in snapshot.stages if stage.batching]
     assert reported and reported[-1]["slo_ms"] == 150
     assert reported[-1]["shed"] > 0 and reported[-1]["mean_batch"] >= 1
-    console = Console(width=120, record=True)
-    console.print(render_snapshot(snapshots[-1]))
-    assert "latency target" in console.export_text()
+    assert "latency target" in stats_text(snapshots[-1])
 
 
 def test_an_slo_no_batch_can_meet_is_refused_at_start_with_the_measured_best_latency(
@@ -107,24 +104,9 @@ def test_a_fixed_batch_engine_is_padded_to_its_batch_and_only_real_frames_get_re
     assert infer.padded_rows == 3 + 5 * 3, "5 frames as 4 + 1 (3 padded), then each alone (3 padded each)"
 
 
-def test_the_batcher_shows_in_prometheus(tmp_path: Path) -> None:
-    import socket
-    import urllib.request
-
-    from edge_sdk.pipeline.prometheus import PrometheusExporter
-    from edge_sdk.pipeline.snapshot import StageView
-
-    pytest.importorskip("prometheus_client")
+def test_the_batcher_shows_in_prometheus() -> None:
     batching = {"slo_ms": 50.0, "mean_batch": 3.5, "shed": 7, "padded": 0, "padding_share": 0.0}
     stage = StageView("inference:0", "inference", pid=1, frames=65, state="running", batching=batching)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    exporter = PrometheusExporter(port, "127.0.0.1")
-    try:
-        exporter.update(RuntimeSnapshot([stage], {}, 10.0, 20.0, 5.0))
-        metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    finally:
-        exporter.close()
+    metrics = scraped_metrics(RuntimeSnapshot([stage], {}, 10.0, 20.0, 5.0))
     assert 'edge_sdk_batch_mean{stage="inference:0"} 3.5' in metrics
     assert 'edge_sdk_batching_shed{stage="inference:0"} 7.0' in metrics

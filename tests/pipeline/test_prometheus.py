@@ -10,6 +10,7 @@ import pytest
 
 from edge_sdk.core.errors import ConfigError
 from edge_sdk.pipeline.prometheus import PrometheusExporter, listen_error
+from tests.support.metrics import scraped_metrics, stats_text
 
 pytest.importorskip("prometheus_client")
 
@@ -69,30 +70,15 @@ OFFLOAD = {
 
 
 def test_an_offloading_stage_shows_its_mode_share_link_and_cloud_time_in_metrics_and_stats() -> None:
-    import urllib.request
-
-    from rich.console import Console
-
-    from edge_sdk.cli.stats_view import render_snapshot
     from edge_sdk.pipeline.snapshot import RuntimeSnapshot, StageView
 
     stage = StageView("inference:0", "inference", pid=1, frames=42, state="running", offload=OFFLOAD)
     snapshot = RuntimeSnapshot([stage], {}, 10.0, 20.0, 5.0)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    exporter = PrometheusExporter(port, "127.0.0.1")
-    try:
-        exporter.update(snapshot)
-        metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    finally:
-        exporter.close()
+    metrics = scraped_metrics(snapshot)
     assert 'edge_sdk_offload_frames{computed_at="cloud",stage="inference:0"} 30.0' in metrics
     assert 'edge_sdk_offload_fallbacks{reason="deadline",stage="inference:0"} 2.0' in metrics
     assert 'edge_sdk_offload_link{quantity="bandwidth_mbps",stage="inference:0"} 19.5' in metrics
     assert 'edge_sdk_offload_throughput_share{stage="inference:0"} 0.4' in metrics
-    console = Console(width=160, record=True)
-    console.print(render_snapshot(snapshot))
-    text = console.export_text()
+    text = stats_text(snapshot)
     assert "edge 12, cloud 30" in text and "19.5 Mbit/s" in text and "cloud 14 ms" in text and "deadline 2" in text
     assert "40% away" in text

@@ -37,9 +37,12 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from cloud_offload.tensor_codec import TensorPayload  # noqa: E402
 from cloud_offload.worker_batches import Request, RequestQueue, SloBatchers  # noqa: E402
 from edge_sdk.serving.batching import SloBatcher, batch_buckets  # noqa: E402
 
+NO_DEADLINE = TensorPayload(0, float("inf"), {})
+"""A request's payload here: the engine's input is the bench's own sample, and no edge deadline applies."""
 MIN_AUTO_SLO_MS = 20.0
 """The automatic SLO's floor: below it a Python serving loop's own jitter (thread switches, the GIL)
 is what is measured, not the batching."""
@@ -137,7 +140,7 @@ def serve(
             if delay > 0:
                 time.sleep(delay)
             lags.append(time.monotonic() - at)
-            if not queue.put(Request("bench", "m", "whole", "x", "", b"", None, arrived=at)):  # type: ignore[arg-type]
+            if not queue.put(Request("bench", "m", "whole", "x", "", b"", NO_DEADLINE, arrived=at)):
                 rejected.append(at)
         queue.close()
 
