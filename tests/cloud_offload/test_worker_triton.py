@@ -1,5 +1,5 @@
 """The offload worker forwarding to a real Triton Inference Server (NVIDIA's tritonserver from the
-nvidia-pytriton wheel, tests/support/triton.py): an edge pipeline offloading to it gets the detections
+nvidia-pytriton wheel, tools/harness/triton.py): an edge pipeline offloading to it gets the detections
 its own engine finds, a Triton killed mid-stream makes the edge compute the rest (each frame once),
 answers Triton gets wrong, or not within the timeout, are answered as errors while the worker keeps
 serving, and a Triton that is down, lacks the model or serves one that does not fit the pipeline is
@@ -37,9 +37,9 @@ from edge_sdk.mqtt import MqttClient
 from edge_sdk.pipeline.config import PipelineConfig
 from edge_sdk.profiles import DeviceProfile
 from tests.support.clients import Inbox
-from tests.support.triton import start_triton, triton_problem
 from tests.support.waits import wait_until
 from tools.harness.broker import BrokerFactory, MosquittoBroker
+from tools.harness.triton import start_triton, triton_problem
 
 pytestmark = [
     pytest.mark.skipif(triton_problem() is not None, reason=triton_problem() or ""),

@@ -12,7 +12,7 @@ Both servers run on this machine with one ONNX Runtime thread each, both started
 each load level runs on one, then on the other, back to back (the idle one waits), so a change in the
 machine's other load between levels hits both alike (the load average is printed per run):
 
-- Triton: NVIDIA's tritonserver from the nvidia-pytriton wheel (tests/support/triton_server.py, its
+- Triton: NVIDIA's tritonserver from the nvidia-pytriton wheel (tools/harness/triton_server.py, its
   own process) with `dynamic_batching` (max batch --batch, max_queue_delay --delay-ms), twice: with a
   default queue policy that rejects past --queue requests queued or past the SLO in the queue (what the
   worker's queue size and deadlines do), and with Triton's default unbounded queue. The model runs
@@ -169,7 +169,7 @@ def main() -> None:
     parser.add_argument("--adaptive", action="store_true", help="also the worker with --latency-slo-ms at the SLO")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    from tests.support.triton import triton_problem
+    from tools.harness.triton import triton_problem
 
     problem = triton_problem()
     if problem:

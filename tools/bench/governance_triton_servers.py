@@ -1,5 +1,5 @@
 """The servers of tools/bench/governance_triton.py, each driven by open-loop arrivals: Triton (pytriton's
-tritonserver, tests/support/triton.py) over gRPC, and edge_sdk's OffloadWorker in a process of its own
+tritonserver, tools/harness/triton.py) over gRPC, and edge_sdk's OffloadWorker in a process of its own
 (this file with --serve) behind a private Mosquitto; and the model as the worker's tail (`OrtRunner`).
 """
 
@@ -104,7 +104,7 @@ def triton_side(model: BenchModel, args: argparse.Namespace, slo_s: float, work:
     the worker's queue size and deadlines do); without: Triton's default, an unbounded queue."""
     import tritonclient.grpc as grpcclient
 
-    from tests.support.triton import start_triton
+    from tools.harness.triton import start_triton
 
     with start_triton(
         model.path,

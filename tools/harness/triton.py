@@ -1,5 +1,5 @@
 """A real Triton Inference Server for tests and benches: `start_triton(model, name)` runs
-tests/support/triton_server.py under `.venv-triton` (made by `make .venv-triton/.ready`) on free ports
+tools/harness/triton_server.py under `.venv-triton` (made by `make .venv-triton/.ready`) on free ports
 and stops it, with every process it started, on exit.
 
     with start_triton(model_path, "detector", folder) as server:

@@ -5,7 +5,7 @@ Runs under `.venv-triton/bin/python` (pytriton needs numpy<2; `make .venv-triton
 never imported by the SDK or its venv. Prints one JSON line {"grpc": port, "http": port} once the server
 is ready, then serves until SIGTERM/SIGINT.
 
-    .venv-triton/bin/python tests/support/triton_server.py MODEL.onnx --name NAME \
+    .venv-triton/bin/python tools/harness/triton_server.py MODEL.onnx --name NAME \
         --grpc-port 8001 --http-port 8000 --metrics-port 8002 --max-batch 8 --queue-delay-us 2000
 
 --garbage-when FILE: while FILE exists and holds "names" or "shapes", the model answers wrongly in
