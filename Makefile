@@ -52,7 +52,7 @@ format: $(VENV)/.test
 typecheck: $(VENV)/.test
 	$(BIN)/mypy
 
-# The Triton Inference Server the Triton forwarding tests and bench run against (tests/support/triton.py):
+# The Triton Inference Server the Triton forwarding tests and bench run against (tools/harness/triton.py):
 # NVIDIA's tritonserver bundled by the nvidia-pytriton wheel, in a venv of its own since pytriton needs
 # numpy<2. It serves the ONNX model through ONNX Runtime, so it runs on any x86-64 Linux, no GPU needed.
 TRITON_VENV := .venv-triton
