@@ -111,7 +111,7 @@ class SloGatherer:
     def _count_arrivals(self, rings: list[FrameRing], now: float) -> None:
         written = sum(ring.written for ring in rings)
         if self._written is not None and written > self._written:
-            self.slo.arrivals.arrived(int((written - self._written) * self.share), now * 1000)
+            self.slo.arrivals.arrived((written - self._written) * self.share, now * 1000)
         self._written = written
 
     def _waiting(self, rings: list[FrameRing], now: float) -> list[tuple[float, int]]:

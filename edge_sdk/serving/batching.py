@@ -120,7 +120,8 @@ class ArrivalRate:
         self._rate = 0.0
         self._at: float | None = None
 
-    def arrived(self, frames: int, now_ms: float) -> None:
+    def arrived(self, frames: float, now_ms: float) -> None:
+        """`frames` arrived at `now_ms` (a share of a frame where workers split the arrivals)."""
         self._decay(now_ms)
         self._rate += frames / RATE_TIME_CONSTANT_MS
 
@@ -254,7 +255,7 @@ class SloBatcher:
         if rate <= 0:
             return 0.0
         estimate = self._estimates()
-        sizes = range(1, self.max_batch + 1)
+        sizes = self.choices(self.max_batch)
         fastest = max(size / estimate[size] for size in sizes)
         wanted = min(rate * KEEP_UP_MARGIN, 0.97 * fastest)
         target = next(size for size in sizes if size / estimate[size] >= wanted)
