@@ -11,4 +11,4 @@ def offload() -> None:
 
 
 # Each subcommand's module registers itself on the group.
-from . import plan_command, status_command, worker_command  # noqa: E402, F401
+from . import plan_command, status_command, tail_command, worker_command  # noqa: E402, F401

@@ -65,6 +65,11 @@ class TritonSettings(BaseModel):
         description="Pipeline name -> Triton model name; a pipeline not named here is served by its own name.",
     )
     timeout_s: float = Field(5.0, gt=0, le=600, description="Longest wait for one Triton call.")
+    tails: dict[str, dict[str, str]] = Field(
+        default_factory=dict,
+        description="Pipeline name -> {cut tensor: Triton model}: the split tails Triton computes "
+        "(triton_tails.py). With tails and no `models`, whole models run in the worker.",
+    )
 
     @field_validator("url")
     @classmethod
@@ -91,15 +96,25 @@ class TritonSettings(BaseModel):
     def model_for(self, pipeline: str) -> str:
         return self.models.get(pipeline, pipeline)
 
+    def forwards_whole(self, pipeline: str) -> bool:
+        """Whether Triton computes the pipeline's whole model: every pipeline's without --triton-model
+        or --triton-tail, else those --triton-model names."""
+        return pipeline in self.models or not (self.models or self.tails)
+
 
 def triton_settings(
-    url: str | None, mapping: Sequence[str], timeout_s: float, pipelines: Sequence[PipelineConfig]
+    url: str | None,
+    mapping: Sequence[str],
+    timeout_s: float,
+    pipelines: Sequence[PipelineConfig],
+    tails: dict[str, dict[str, str]] | None = None,
 ) -> TritonSettings | None:
-    """The worker command's --triton, --triton-model PIPELINE=MODEL and --triton-timeout-s; None
-    without a URL. ConfigError saying what is wrong with them."""
+    """The worker command's --triton, --triton-model PIPELINE=MODEL, --triton-tail (parsed: `tails`) and
+    --triton-timeout-s; None without a URL. ConfigError saying what is wrong with them."""
     if url is None:
-        if mapping:
-            raise ConfigError("--triton-model needs --triton URL (the server that serves the model)")
+        if mapping or tails:
+            option = "--triton-model" if mapping else "--triton-tail"
+            raise ConfigError(f"{option} needs --triton URL (the server that serves the model)")
         return None
     names = [config.name for config in pipelines]
     models: dict[str, str] = {}
@@ -111,7 +126,7 @@ def triton_settings(
             raise ConfigError(f"--triton-model {item}: no pipeline named {pipeline!r} is served (pipelines: {names})")
         models[pipeline] = model
     try:
-        return TritonSettings(url=url, models=models, timeout_s=timeout_s)
+        return TritonSettings(url=url, models=models, timeout_s=timeout_s, tails=tails or {})
     except ValidationError as exc:
         raise ConfigError(f"--triton: {exc.errors()[0]['msg']}") from None
 
@@ -229,9 +244,16 @@ class TritonRunner:
         return client
 
 
-def triton_preparer(settings: TritonSettings, cache: EngineCache) -> ModelPreparer:
-    """The worker's `prepare_model` for serving every pipeline's whole model through Triton."""
-    return lambda config: triton_spec(config, settings, cache)
+def triton_preparer(settings: TritonSettings, cache: EngineCache, local: ModelPreparer | None = None) -> ModelPreparer:
+    """The worker's `prepare_model`: a pipeline's whole model through Triton where `settings` forwards
+    it, else `local`'s (every pipeline through Triton without one)."""
+
+    def prepare(config: PipelineConfig) -> ModelSpec:
+        if local is None or settings.forwards_whole(config.name):
+            return triton_spec(config, settings, cache)
+        return local(config)
+
+    return prepare
 
 
 def triton_spec(config: PipelineConfig, settings: TritonSettings, cache: EngineCache) -> ModelSpec:

@@ -12,14 +12,17 @@ from pathlib import Path
 import click
 
 from edge_sdk.cli.context import CliContext
+from edge_sdk.engines.cache import EngineCache
 from edge_sdk.fleet.wire.broker_file import load_broker_file
-from edge_sdk.pipeline.config import load_pipeline
+from edge_sdk.pipeline.config import PipelineConfig, load_pipeline
 from edge_sdk.serving.model_cache import ModelCacheSettings
 
 from .cli import offload
 from .protocol import DEFAULT_GROUP
 from .triton_runner import TritonSettings, triton_preparer, triton_settings
+from .triton_tails import parse_tails, triton_tails
 from .worker import OffloadWorker, WorkerSettings
+from .worker_models import prepare_model
 from .worker_residency import EVENTS_LOGGER
 from .worker_tails import SplitTails
 
@@ -128,6 +131,15 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
     help="With --triton: the Triton model serving a pipeline (default: the pipeline's name; repeat for several).",
 )
 @click.option(
+    "--triton-tail",
+    "triton_tail_items",
+    multiple=True,
+    metavar="PIPELINE:TENSOR=MODEL",
+    help="With --triton: Triton computes the tail of PIPELINE's cut at TENSOR (its largest tensor, as "
+    "offload.cuts names it) as MODEL (`edge-sdk offload export-tail` writes it); repeat for several. With "
+    "tails and no --triton-model, whole models run here.",
+)
+@click.option(
     "--triton-timeout-s",
     type=click.FloatRange(0, 600, min_open=True),
     default=TritonSettings.model_fields["timeout_s"].default,
@@ -153,6 +165,7 @@ def worker(
     min_residency_s: float,
     triton_url: str | None,
     triton_models: tuple[str, ...],
+    triton_tail_items: tuple[str, ...],
     triton_timeout_s: float,
 ) -> None:
     """Serve the models of the pipelines to edge devices over MQTT: whole models on frames, tails on a
@@ -185,7 +198,9 @@ def worker(
         )
         pipelines = [load_pipeline(path) for path in pipeline_files]
         profile = ctx.profile(profile_name)
-        triton = triton_settings(triton_url, triton_models, triton_timeout_s, pipelines)
+        triton = triton_settings(
+            triton_url, triton_models, triton_timeout_s, pipelines, parse_tails(triton_tail_items, pipelines)
+        )
         tails = SplitTails(pipelines, profile, ctx.cache, threads)
         serving = OffloadWorker(
             pipelines,
@@ -194,7 +209,9 @@ def worker(
             settings,
             ctx.cache,
             tail_builder=tails,
-            prepare_model=triton_preparer(triton, ctx.cache) if triton else None,
+            prepare_model=triton_preparer(triton, ctx.cache, lambda config: prepare_model(config, profile, ctx.cache))
+            if triton
+            else None,
         )
         name = settings.worker_id
         click.echo(f"offload worker {name}: loading {len(pipelines)} model(s) for profile {profile.name}")
@@ -202,11 +219,20 @@ def worker(
         loaded = serving.models.stats()
         for key, pipeline in serving.models.names().items():
             kept = "" if loaded is None or key in loaded.resident else " (not loaded until asked for)"
-            remote = f" through Triton at {triton.url} (model {triton.model_for(pipeline)})" if triton else ""
+            remote = (
+                f" through Triton at {triton.url} (model {triton.model_for(pipeline)})"
+                if triton and triton.forwards_whole(pipeline)
+                else ""
+            )
             click.echo(f"offload worker {name}: serving {pipeline} as model {key}{kept}{remote}")
+            remote_tails = _triton_tails(serving, key, pipeline, triton, ctx.cache, pipelines)
+            for part, model in remote_tails.items():
+                click.echo(f"offload worker {name}: tail {part} of {pipeline} through Triton (model {model})")
             for part in tails.useful(key):  # the tails an edge picks with cuts: auto, ready before "ready"
                 if stop.is_set():
                     break
+                if part in remote_tails:
+                    continue
                 tail = tails(key, part)
                 if tail is not None:
                     serving.add_tail(key, part, tail)
@@ -220,3 +246,23 @@ def worker(
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def _triton_tails(
+    serving: OffloadWorker,
+    key: str,
+    pipeline: str,
+    triton: TritonSettings | None,
+    cache: EngineCache,
+    pipelines: list[PipelineConfig],
+) -> dict[str, str]:
+    """Serve the pipeline's --triton-tail cuts through Triton: part name -> Triton model."""
+    cuts = triton.tails.get(pipeline, {}) if triton else {}
+    if not cuts or triton is None:
+        return {}
+    config = next(config for config in pipelines if config.name == pipeline)
+    served = {}
+    for part, tail in triton_tails(config, cuts, triton, cache).items():
+        serving.add_tail(key, part, tail)
+        served[part] = tail.runner.model
+    return served

@@ -26,6 +26,7 @@ from click.testing import CliRunner
 from cloud_offload import protocol, tensor_codec
 from cloud_offload.cli import offload
 from cloud_offload.frame_codec import decode_frame, encode_frame
+from cloud_offload.split_engines import head_outputs, split_candidates, split_model_of
 from cloud_offload.tensor_codec import TensorPayload
 from cloud_offload.triton_runner import TritonSettings, triton_preparer
 from cloud_offload.worker import OffloadWorker, WorkerSettings
@@ -38,6 +39,7 @@ from edge_sdk.pipeline.config import PipelineConfig
 from edge_sdk.profiles import DeviceProfile
 from tests.support.clients import Inbox
 from tests.support.waits import wait_until
+from tools.harness import onnx_models
 from tools.harness.broker import BrokerFactory, MosquittoBroker
 from tools.harness.triton import start_triton, triton_problem
 
@@ -62,10 +64,16 @@ def detector_config(demo_model: Path, source: str = "synthetic://?frames=4&size=
 
 
 @contextlib.contextmanager
-def worker_process(folder: Path, env: dict[str, str], *arguments: str) -> Iterator[subprocess.Popen[str]]:
-    """`edge-sdk offload worker` serving detector.yaml, ready; stopped on exit."""
+def worker_process(
+    folder: Path,
+    env: dict[str, str],
+    *arguments: str,
+    pipeline: str = "detector.yaml",
+    remote: str = "through Triton at grpc://",
+) -> Iterator[subprocess.Popen[str]]:
+    """`edge-sdk offload worker` serving `pipeline`, ready (it printed `remote`); stopped on exit."""
     worker = subprocess.Popen(
-        [*EDGE_SDK, "offload", "worker", "--broker", "broker.yaml", "--pipeline", "detector.yaml", "--id", "w1",
+        [*EDGE_SDK, "offload", "worker", "--broker", "broker.yaml", "--pipeline", pipeline, "--id", "w1",
          *arguments],
         cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
@@ -80,7 +88,7 @@ def worker_process(folder: Path, env: dict[str, str], *arguments: str) -> Iterat
     try:
         wait_until(ready, 120, "the worker to be ready")
         assert worker.poll() is None, "".join(lines) + (worker.stdout.read() if worker.stdout else "")
-        assert any("through Triton at grpc://" in line for line in lines), "".join(lines)
+        assert any(remote in line and "Triton" in line for line in lines), "".join(lines)
         yield worker
     finally:
         if worker.poll() is None:
@@ -196,6 +204,19 @@ class Edge:
         message = self.answers.wait(lambda m: m.correlation_data == correlation, "the worker's answer", 30)
         return tensor_codec.decode(message.payload)
 
+    def ask_part(self, key: str, part: str, tensors: dict[str, np.ndarray]) -> TensorPayload:
+        correlation = protocol.new_correlation()
+        body = tensor_codec.encode(TensorPayload(1, time.time() + 30, tensors), "fp32")
+        self.client.publish(
+            protocol.request_topic("cam1", key, part),
+            body,
+            qos=1,
+            response_topic=protocol.response_topic("cam1"),
+            correlation_data=correlation,
+        )
+        message = self.answers.wait(lambda m: m.correlation_data == correlation, "the worker's answer", 30)
+        return tensor_codec.decode(message.payload)
+
 
 def test_answers_triton_gets_wrong_or_too_late_are_errors_the_edge_falls_back_on_and_the_worker_keeps_serving(
     start_broker: BrokerFactory, tmp_path: Path, demo_model: Path, cpu_profile: DeviceProfile, astronaut_bgr: Any
@@ -282,6 +303,9 @@ def test_a_triton_that_is_down_lacks_the_model_or_serves_one_that_does_not_fit_i
         (["--triton-model", "detector=x"], "--triton-model needs --triton URL"),
         (["--triton", "grpc://h", "--triton-model", "nosuch=x"], "no pipeline named 'nosuch'"),
         (["--triton", "grpc://h", "--triton-model", "detector"], "expected PIPELINE=MODEL"),
+        (["--triton-tail", "detector:t=x"], "--triton-tail needs --triton URL"),
+        (["--triton", "grpc://h", "--triton-tail", "detector=x"], "expected PIPELINE:TENSOR=MODEL"),
+        (["--triton", "grpc://h", "--triton-tail", "nosuch:t=x"], "no pipeline named 'nosuch'"),
     ):
         result = runner.invoke(offload, [*files, *arguments])
         assert isinstance(result.exception, ConfigError) and expected in str(result.exception), result.output
@@ -293,3 +317,58 @@ def test_a_triton_that_is_down_lacks_the_model_or_serves_one_that_does_not_fit_i
     assert f"Triton at {triton.http_url} has no ready model 'detector'" in str(missing.exception)
     assert isinstance(unfit.exception, ConfigError), unfit.output
     assert f"Triton at {triton.http_url}, model 'digits' does not fit pipeline detector" in str(unfit.exception)
+
+
+def test_a_tail_exported_for_triton_is_computed_there_and_answers_as_the_whole_model(
+    start_broker: BrokerFactory, tmp_path: Path
+) -> None:
+    # given a classifier pipeline, the tail of its cut at relu exported by the CLI and served by Triton
+    broker = start_broker()
+    (tmp_path / "broker.yaml").write_text(yaml.safe_dump({"host": broker.host, "port": broker.port}))
+    model = onnx_models.float_classifier(tmp_path / "classifier.onnx")
+    classifier = {
+        "name": "classifier",
+        "model": {"path": str(model)},
+        "preprocess": {"resize": [8, 8], "layout": "nchw", "dtype": "float32", "scale": 1 / 255},
+        "sources": [{"uri": "synthetic://?frames=4&size=320x240", "name": "cam"}],
+        "postprocess": {"type": "classification", "output": "logits"},
+    }
+    (tmp_path / "classifier.yaml").write_text(yaml.safe_dump(classifier))
+    env = {**os.environ, "EDGE_SDK_CACHE_DIR": str(tmp_path / "engines")}
+    exported = subprocess.run(
+        [*EDGE_SDK, "offload", "export-tail", "classifier.yaml", "--cut", "relu", "--out", "tail.onnx"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    part = exported.stdout.split("(part ")[1].split(")")[0]
+    config = PipelineConfig.model_validate(classifier)
+    cache = EngineCache(tmp_path / "engines")
+    split = split_model_of(config, cache)
+    [candidate] = split_candidates(split, ["relu"])
+    assert candidate.part == part
+    frames = [np.full((240, 320, 3), value, np.uint8) for value in (20, 120, 220)]
+    sent = head_outputs(split, candidate, frames)
+    with (
+        start_triton(tmp_path / "tail.onnx", "classifier_tail", tmp_path / "triton") as triton,
+        worker_process(
+            tmp_path,
+            env,
+            "--triton",
+            triton.grpc_url,
+            "--triton-tail",
+            "classifier:relu=classifier_tail",
+            pipeline="classifier.yaml",
+            remote="tail",
+        ) as worker,
+    ):
+        # when the edge sends what its head computed for three frames
+        edge = Edge(broker)
+        answers = [edge.ask_part(split.key, part, tensors) for tensors in sent]
+        edge.client.disconnect()
+        worker.terminate()
+        output, _ = worker.communicate(timeout=30)
+    # then Triton computed the tail: each answer is the whole model's logits for its frame
+    whole = onnxruntime.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    for answer, frame in zip(answers, frames, strict=True):
+        expected = whole.run(["logits"], {"images": split.preprocess(frame)})[0]
+        np.testing.assert_allclose(answer.tensors["logits"], expected, rtol=2e-3, atol=2e-3)
+    assert "served 3" in output and "errors 0" in output, output
