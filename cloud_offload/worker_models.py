@@ -13,6 +13,7 @@ when every input of the part has a free batch axis; otherwise they run one after
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Hashable, Sequence
@@ -35,6 +36,8 @@ from .frame_codec import MAX_PIXELS, decode_frame, downscale, image_size
 from .protocol import IMAGE_TENSOR, WHOLE, ModelTimes, model_key
 from .tensor_codec import PayloadError
 from .worker_batches import Request
+
+log = logging.getLogger("cloud_offload.worker")
 
 MEAN_WEIGHT = 0.2
 """Weight of the newest frame in a model's mean compute time: recent enough to follow a change of
@@ -129,8 +132,16 @@ class ServedModel:
 
     def time_batches(self, sizes: Sequence[int]) -> dict[int, float]:
         """ms of one whole-model call per batch size, each size run once before it is timed (an engine
-        meeting a new input shape may search its kernels for it: seconds on a GPU)."""
-        return {size: _timed_twice(self.runner, self._scene_feed(size)) for size in sizes}
+        meeting a new input shape may search its kernels for it: seconds on a GPU); the sizes up to the
+        first the model refuses (a Triton model's max_batch_size below the worker's batch size)."""
+        timed: dict[int, float] = {}
+        for size in sizes:
+            try:
+                timed[size] = _timed_twice(self.runner, self._scene_feed(size))
+            except Exception as exc:  # what the batcher then learns from the requests themselves
+                log.warning("offload worker: model %s cannot be timed at batch %d: %s", self.key, size, first_line(exc))
+                break
+        return timed
 
     def _scene_feed(self, batch: int) -> dict[str, np.ndarray]:
         tensor = self.feed(downscale(scene_frames(1)[0], self.max_side))
