@@ -6,13 +6,9 @@ through that Triton model instead of building it here."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from edge_sdk.core.errors import ConfigError
-from edge_sdk.core.tensor_meta import TensorMeta
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.engines.equivalence import scene_frames
 from edge_sdk.pipeline.config import PipelineConfig
@@ -20,22 +16,7 @@ from edge_sdk.pipeline.config import PipelineConfig
 from .partition import split_model
 from .split_engines import SplitCandidate, head_outputs, split_candidates, split_model_of
 from .triton_runner import TritonRunner, TritonSettings
-
-
-@dataclass(frozen=True)
-class TritonTail:
-    """A tail computed by Triton, with what its head sends for the shipped scene: the worker warms it
-    up (and times it) with that, as it does its own tails."""
-
-    runner: TritonRunner
-    sample_feed: dict[str, np.ndarray]
-
-    @property
-    def inputs(self) -> tuple[TensorMeta, ...]:
-        return self.runner.inputs
-
-    def infer(self, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return self.runner.infer(feed)
+from .worker_tails import SampledTail
 
 
 def parse_tails(items: Sequence[str], pipelines: Sequence[PipelineConfig]) -> dict[str, dict[str, str]]:
@@ -56,16 +37,17 @@ def parse_tails(items: Sequence[str], pipelines: Sequence[PipelineConfig]) -> di
 
 def triton_tails(
     config: PipelineConfig, cuts: dict[str, str], settings: TritonSettings, cache: EngineCache
-) -> dict[str, TritonTail]:
-    """Part name -> the Triton model serving the tail of each cut of `cuts` (tensor -> Triton model),
-    checked against the server now (TritonError naming the URL and model when it is not usable)."""
+) -> dict[str, tuple[str, SampledTail]]:
+    """Part name -> (Triton model, its runner with what the head sends for the shipped scene: the
+    worker's warm-up) for each cut of `cuts` (tensor -> Triton model), checked against the server now
+    (TritonError naming the URL and model when it is not usable)."""
     split = split_model_of(config, cache)
     tails = {}
     for candidate in split_candidates(split, list(cuts)):
         tensor = next(name for name in cuts if name in candidate.measured.cut.tensors)
         runner = TritonRunner(settings, cuts[tensor], split.model.outputs)
         sample = head_outputs(split, candidate, scene_frames(1))[0]
-        tails[candidate.part] = TritonTail(runner, sample)
+        tails[candidate.part] = (cuts[tensor], SampledTail(runner, sample))
     return tails
 
 

@@ -262,7 +262,7 @@ def _triton_tails(
         return {}
     config = next(config for config in pipelines if config.name == pipeline)
     served = {}
-    for part, tail in triton_tails(config, cuts, triton, cache).items():
+    for part, (model, tail) in triton_tails(config, cuts, triton, cache).items():
         serving.add_tail(key, part, tail)
-        served[part] = tail.runner.model
+        served[part] = model
     return served

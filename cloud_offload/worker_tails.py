@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edge_sdk.backends.runner import EngineRunner
 from edge_sdk.core.tensor_meta import TensorMeta
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.engines.equivalence import scene_frames
@@ -40,10 +39,11 @@ from .worker_models import TailRunner
 
 @dataclass(frozen=True)
 class SampledTail:
-    """A tail's runner with what its head sends for the shipped scene: its warm-up, which also
-    times it for the load report (a tail's input sizes are open, so zeros of a fixed shape cannot)."""
+    """A tail's runner (an engine here, or a Triton model) with what its head sends for the shipped
+    scene: its warm-up, which also times it for the load report (a tail's input sizes are open, so
+    zeros of a fixed shape cannot)."""
 
-    runner: EngineRunner
+    runner: TailRunner
     sample_feed: dict[str, np.ndarray]
 
     @property
