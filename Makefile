@@ -63,7 +63,7 @@ $(TRITON_VENV)/.ready: Makefile
 	touch $@
 
 # Two workers or more (pytest-xdist): most tests wait on subprocesses, brokers and sockets, so the
-# suite takes about 8 minutes instead of 11 on 2 cores; at most 4, as the live-timing tests need a core.
+# suite takes about 9.5 minutes on 2 cores; at most 4, as the live-timing tests need a core.
 test: $(VENV)/.test $(TRITON_VENV)/.ready system-deps lint
 	$(BIN)/python -m pytest --numprocesses=auto --maxprocesses=4
 
