@@ -104,7 +104,10 @@ def test_a_primary_too_slow_on_red_frames_opens_the_breaker_and_closes_it_when_f
     # then frames went to the fallback while the primary was slow, and back to it on the grey frames
     rows = read_jsonl(tmp_path / "out" / "results.jsonl")
     models_seen = [row["model"] for row in rows]
-    assert "fallback" in models_seen and models_seen[0] == "primary" and models_seen[-1] == "primary", models_seen
+    assert "fallback" in models_seen and models_seen[0] == "primary", models_seen
+    # (whether the very last frames are back on the primary depends on how busy the shared cores are when
+    # the probes run: CI once saw the breaker reopen on the last grey frames; closing once is the point)
+    assert "primary" in models_seen[models_seen.index("fallback") :], models_seen
     grey_rows = [row for row in rows if 0 < row["frame"] < CYCLE // 2 - 5]
     assert grey_rows and all(row["model"] == "primary" for row in grey_rows), "the first grey frames stay on it"
     assert all(row["classifications"] for row in rows), "both models' results are read by the one post-processor"
@@ -120,7 +123,9 @@ def test_a_primary_too_slow_on_red_frames_opens_the_breaker_and_closes_it_when_f
         assert "frames go to the fallback model for 0.3 s" in changes[0].message
         assert changes[0].describe().startswith(f"model breaker {subject}: opened (p99 ")
         assert changes[1].data["state"] == "half_open" and changes[1].message.startswith("half-open (0.3 s ejection")
-        assert changes[-1].message == "closed (3 probes of the primary kept up); frames are back on the primary model"
+        closed = [change for change in changes if change.data["state"] == "closed"]
+        assert closed, [change.describe() for change in changes]
+        assert closed[0].message == "closed (3 probes of the primary kept up); frames are back on the primary model"
 
     if mode == "processes":  # and --stats saw the breaker's counters
         seen = [stage.breaker for snapshot in snapshots for stage in snapshot.stages if stage.breaker]
