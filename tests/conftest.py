@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,11 @@ from edge_sdk.engines.cache import EngineCache
 from edge_sdk.profiles import DeviceProfile, ProfileCatalog
 from edge_sdk.sources.synthetic import PanZoomSource
 from tools.harness import onnx_models
+
+# gRPC's fork support (grpcio 1.80 and later, grpc/grpc#43055) restarts its poller in every child that
+# subprocess.Popen forks once a gRPC channel is open (the Triton tests open some); the child prints an
+# epoll EBADF line on its stderr, which tests that read a command's stderr then see. Tests fork+exec only.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 pytest_plugins = ("tests.support.brokers",)
 """`start_broker` and `topic_prefix`, defined once for every test package."""
