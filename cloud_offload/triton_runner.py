@@ -14,6 +14,7 @@ computes those frames itself, as for a lost worker.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Sequence
 from contextlib import ExitStack
@@ -300,6 +301,10 @@ def triton_spec(config: PipelineConfig, settings: TritonSettings, cache: EngineC
 def _module(protocol: str) -> Any:
     try:
         if protocol == "grpc":
+            # gRPC's fork support (grpcio >= 1.80) restarts its poller in every child a subprocess forks
+            # once a channel is open, which can crash the child before its exec (grpc/grpc#43055); the
+            # worker only forks to exec, so it needs none of it
+            os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
             import tritonclient.grpc as module
         else:
             import tritonclient.http as module
