@@ -152,7 +152,10 @@ def test_an_edge_offloading_to_a_worker_that_forwards_to_triton_gets_its_own_det
         mine, theirs = row["detections"], local_rows[row["frame"]]
         for ours, others in ((mine, theirs), (theirs, mine)):
             for found in (d for d in ours if d["score"] >= 0.65):
-                assert any(_same(found, other) for other in others), (row["frame"], mine, theirs)
+                # or NMS kept a neighbour of it instead: two boxes overlapping near its IoU threshold flip
+                # with the last digits of the scores (CI saw boxes at IoU 0.6 kept on one side only)
+                covered = any(o["label"] == found["label"] and _iou(found["box"], o["box"]) >= 0.5 for o in others)
+                assert any(_same(found, other) for other in others) or covered, (row["frame"], mine, theirs)
 
 
 def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -253,6 +256,8 @@ def test_answers_triton_gets_wrong_or_too_late_are_errors_the_edge_falls_back_on
             hung = edge.ask(key, jpeg)
             triton.pause(False)
             again = edge.ask(key, jpeg)
+            # the answer can reach the edge before the worker counts it
+            wait_until(lambda: worker.stats.served == 2, 5, "the last answer to be counted")
             stats = worker.stats
         edge.client.disconnect()
     # the good answers are what the model computes on the decoded frame, preprocessed on the host (in fp16)
