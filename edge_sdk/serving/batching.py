@@ -173,9 +173,9 @@ class SloBatcher:
 
     def choices(self, most: int) -> list[int]:
         """The batch sizes it may run, up to `most`: any on a fixed-size engine (padded to its size); on a
-        dynamic one the powers of two and `max_batch`, the shapes warmed at start, because a new input
-        shape can stall an engine for seconds (ONNX Runtime's CUDA provider searches convolution
-        algorithms for each one it meets: docs/benchmarks.md, "Adaptive batching")."""
+        dynamic one the powers of two and `max_batch`, the shapes timed at start: few shapes, because on
+        ONNX Runtime's CUDA provider each needs a session of its own (a session that changes shape pays
+        28 ms to 2 s each time; docs/benchmarks.md, "Adaptive batching")."""
         if self.sizes is not None:
             return list(range(1, most + 1))
         return [size for size in batch_buckets(self.max_batch) if size <= most]

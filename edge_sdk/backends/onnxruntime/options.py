@@ -20,6 +20,12 @@ MAX_WORKSPACE_MB = 65536
 """Largest TensorRT workspace: 64 GiB, the memory of the largest Jetson."""
 
 
+AUTO_GPU_SHAPE_SESSIONS = 8
+"""Shape sessions a CUDA engine keeps by default: the batch sizes a serving batcher runs (1, 2, 4 ... 32)
+and a few more."""
+MAX_SHAPE_SESSIONS = 64
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -240,6 +246,29 @@ class OnnxRuntimeOptions(BackendOptions):
         "which measured as fast. 'off' = "
         "session.run only. CPU sessions always use session.run.",
     )
+
+    shape_sessions: Annotated[int, Field(strict=True)] | Literal["auto"] = Field(
+        "auto",
+        description=f"Sessions an engine keeps, one per input shape it meets (the least recently used closes "
+        f"past this many), so no session ever changes shape: on ONNX Runtime's CUDA provider each change cost "
+        f"28 ms (a ResNet-18-sized CNN) to 2 s (the demo detector) on an H100, every time, even back to a shape "
+        f"run before (docs/benchmarks.md, 'Adaptive batching'). Each session holds its own weights in device "
+        f"memory. 'auto' = {AUTO_GPU_SHAPE_SESSIONS} when the first provider is CUDA, else 1 (one session for "
+        f"every shape); 1..{MAX_SHAPE_SESSIONS}.",
+    )
+
+    @field_validator("shape_sessions")
+    @classmethod
+    def _sessions_in_range(cls, value: int | str) -> int | str:
+        if isinstance(value, int) and not 1 <= value <= MAX_SHAPE_SESSIONS:
+            raise ValueError(f"expected 1..{MAX_SHAPE_SESSIONS} or 'auto', got {value}")
+        return value
+
+    def sessions_per_engine(self, first_provider: str) -> int:
+        """How many shape sessions a runner whose session runs first on `first_provider` keeps."""
+        if self.shape_sessions != "auto":
+            return self.shape_sessions
+        return AUTO_GPU_SHAPE_SESSIONS if first_provider == CudaProvider.ort_name else 1
 
     @field_validator("io_binding", mode="before")
     @classmethod

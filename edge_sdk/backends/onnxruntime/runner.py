@@ -28,6 +28,7 @@ from .io_binding import (
 )
 from .options import OnnxRuntimeOptions
 from .session import open_session, run_provider_list, session_options
+from .shape_sessions import ShapeSessions
 
 log = logging.getLogger(__name__)
 
@@ -124,13 +125,39 @@ class OnnxRuntimeRunner(SessionRunner):
         self.options = options
         self.precision = precision
         self._cuda_graph = False
+        self._shapes: ShapeSessions | None = None
 
     def activate(self) -> None:
         self._cuda_graph = False
         super().activate()
-        device = binding_device(self.options, self._session)
-        if device is not None:
-            self._bound = BoundSession(self._session, self._output_names, *device, cuda_graph=self._cuda_graph)
+        self._bound = self._binding(self._session)
+        self._shapes = ShapeSessions(self.options.sessions_per_engine(self.providers[0]))
+
+    def deactivate(self) -> None:
+        super().deactivate()
+        self._shapes = None
+
+    @property
+    def sessions_open(self) -> int:
+        """How many sessions this runner holds (one per recent input shape; see `shape_sessions`)."""
+        if self._session is None:
+            return 0
+        return max(1, len(self._shapes)) if self._shapes is not None else 1
+
+    def _infer(self, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if self._shapes is not None and self._shapes.limit > 1:
+            self._session, self._bound = self._shapes.session_for(feed, (self._session, self._bound), self._open_shape)
+        return super()._infer(feed)
+
+    def _open_shape(self) -> tuple[Any, BoundSession | None]:
+        session = self._open_session()
+        return session, self._binding(session)
+
+    def _binding(self, session: Any) -> BoundSession | None:
+        device = binding_device(self.options, session)
+        if device is None:
+            return None
+        return BoundSession(session, self._output_names, *device, cuda_graph=self._cuda_graph)
 
     def _open_session(self) -> Any:
         so = session_options(self.options, optimization=None)
