@@ -58,6 +58,8 @@ class Outcome:
     mean_batch: float = 0.0
     lag_p99_ms: float = 0.0
     """p99 of how late the arrivals thread put a request: above a few ms, the loop measures itself."""
+    run_p99_ms: float = 0.0
+    """p99 of the engine calls inside the loop: far above the batch's measured time, the engine stalled."""
 
     def goodput(self, slo_ms: float) -> float:
         return float(np.sum(self.latencies_ms <= slo_ms)) / self.seconds
@@ -66,7 +68,14 @@ class Outcome:
         return float(np.percentile(self.latencies_ms, q)) if self.latencies_ms.size else float("nan")
 
 
-def build_runner(name: str, profile_name: str, folder: Path, threads: int | None) -> tuple[Any, np.ndarray]:
+def build_runner(
+    name: str,
+    profile_name: str,
+    folder: Path,
+    threads: int | None,
+    conv_algo_search: str | None = None,
+    shape_sessions: int = 0,
+) -> tuple[Any, np.ndarray]:
     """(an open runner, one request's input) for the model `name`."""
     from edge_sdk.core.model_file import ModelFile
     from edge_sdk.engines.benchmark import make_input
@@ -77,7 +86,12 @@ def build_runner(name: str, profile_name: str, folder: Path, threads: int | None
     from edge_sdk.profiles import ProfileCatalog
     from tools.harness.onnx_models import float_classifier, resnet18_like
 
-    profile = ProfileCatalog().load(profile_name)
+    catalog = ProfileCatalog()
+    if conv_algo_search or shape_sessions:
+        catalog = ProfileCatalog(
+            profile_variant(catalog.directory, profile_name, folder, conv_algo_search, shape_sessions)
+        )
+    profile = catalog.load(profile_name)
     cache = EngineCache(folder / "cache")
     if name == "cnn":
         model = ModelFile.load(resnet18_like(folder / "cnn.onnx"))
@@ -95,23 +109,79 @@ def build_runner(name: str, profile_name: str, folder: Path, threads: int | None
     return runner, make_input(meta, 1, 480, np.random.default_rng(0))
 
 
-def batch_times(runner: Any, sample: np.ndarray, sizes: list[int], name: str) -> dict[int, float]:
+def profile_variant(
+    directory: Path, name: str, folder: Path, conv_algo_search: str | None, shape_sessions: int
+) -> Path:
+    """A copy of the profile `name` whose ONNX Runtime routes pick convolution algorithms by `conv_algo_search`
+    (None: as written) and keep `shape_sessions` sessions per engine (0: as written); its folder."""
+    import yaml
+
+    profile = yaml.safe_load((directory / f"{name}.yaml").read_text())
+    for key in ("engine", "fallback_engine"):
+        engine = profile.get(key) or {}
+        if engine.get("backend") != "onnxruntime":
+            continue
+        if shape_sessions:
+            engine["shape_sessions"] = shape_sessions
+        for provider in engine.get("execution_providers", []):
+            if provider.get("type") == "cuda" and conv_algo_search:
+                provider["conv_algo_search"] = conv_algo_search
+    copy = folder / "profiles"
+    copy.mkdir(exist_ok=True)
+    (copy / f"{name}.yaml").write_text(yaml.safe_dump(profile))
+    return copy
+
+
+class OneSession:
+    """Every batch runs at its own size on one session."""
+
+    def __init__(self, runner: Any, sample: np.ndarray):
+        self.runner, self.sample, self.input_name = runner, sample, runner.inputs[0].name
+
+    def run(self, frames: int) -> None:
+        self.runner.infer({self.input_name: np.repeat(self.sample, frames, axis=0)})
+
+
+class SessionPerSize:
+    """A session per batch size, each only ever given its own shape: a batch is padded to the smallest size
+    that holds it. On ONNX Runtime's CUDA provider a session's input shape change costs tens of ms to
+    seconds each time, even for a shape it ran before (tools/gpu/serve_stalls.py, docs/benchmarks.md)."""
+
+    def __init__(self, open_runner: Any, sample: np.ndarray, sizes: list[int]):
+        self.runners = {size: open_runner() for size in sorted(sizes)}
+        self.sample, self.input_name = sample, self.runners[sizes[0]].inputs[0].name
+
+    def run(self, frames: int) -> None:
+        size = next((size for size in self.runners if size >= frames), max(self.runners))
+        self.runners[size].infer({self.input_name: np.repeat(self.sample, size, axis=0)})
+
+
+def warm_every_size(engine: Any, largest: int) -> float:
+    """Run each batch size 1..largest once; seconds taken. A static rule runs whatever is waiting, any size
+    up to its batch, and ONNX Runtime's CUDA provider searches convolution algorithms for every input shape
+    it meets for the first time (seconds on a GPU): unwarmed, those searches land inside the measurement.
+    A server warms its shapes at load, so both rules are measured warm."""
+    started = time.perf_counter()
+    for size in range(1, largest + 1):
+        engine.run(size)
+    return time.perf_counter() - started
+
+
+def batch_times(engine: Any, sizes: list[int]) -> dict[int, float]:
     times = {}
     for size in sizes:
-        runner.infer({name: np.repeat(sample, size, axis=0)})
+        engine.run(size)
         samples = []
         for _ in range(5):  # a fresh batch each call, stacked as the serving loop stacks it
             started = time.perf_counter()
-            runner.infer({name: np.repeat(sample, size, axis=0)})
+            engine.run(size)
             samples.append((time.perf_counter() - started) * 1000)
         times[size] = float(np.median(samples))
     return times
 
 
 def serve(
-    runner: Any,
-    sample: np.ndarray,
-    input_name: str,
+    engine: Any,
     rate: float,
     seconds: float,
     rule: str,
@@ -127,6 +197,7 @@ def serve(
     """How late each request was put, against its arrival time: the arrivals thread falling behind."""
     """Requests the full queue refused (the worker answers them 'worker overloaded')."""
     batches: list[int] = []
+    runs_ms: list[float] = []
     shed_total = 0
     start = time.monotonic() + 0.05
 
@@ -154,16 +225,18 @@ def serve(
                 break
             continue
         started = time.monotonic()
-        runner.infer({input_name: np.repeat(sample, len(batch), axis=0)})
+        engine.run(len(batch))
         finished = time.monotonic()
+        runs_ms.append((finished - started) * 1000)
         if on_batch is not None:
             on_batch(len(batch), (finished - started) * 1000)
         latencies += [(finished - request.arrived) * 1000 for request in batch]
         batches.append(len(batch))
     producer.join()
     lag_p99 = float(np.percentile(lags, 99) * 1000) if lags else 0.0
+    run_p99 = float(np.percentile(runs_ms, 99)) if runs_ms else 0.0
     return Outcome(
-        rule, np.array(latencies), shed_total + len(rejected), seconds, float(np.mean(batches or [0])), lag_p99
+        rule, np.array(latencies), shed_total + len(rejected), seconds, float(np.mean(batches or [0])), lag_p99, run_p99
     )
 
 
@@ -172,17 +245,28 @@ def static_rule(batch: int, delay_ms: float) -> Any:
 
 
 def run_model(name: str, args: argparse.Namespace, folder: Path) -> dict[str, Any]:
-    runner, sample = build_runner(name, args.profile, folder, args.threads or None)
-    input_name = runner.inputs[0].name
+    def open_runner() -> Any:
+        return build_runner(
+            name, args.profile, folder, args.threads or None, args.conv_algo_search, args.shape_sessions
+        )
+
+    runner, sample = open_runner()
     sizes = sorted({*batch_buckets(args.max_batch), *args.statics})
-    times = batch_times(runner, sample, [s for s in sizes if s <= args.max_batch], input_name)
+    if args.session_per_size:
+        runner.deactivate()
+        engine: Any = SessionPerSize(lambda: open_runner()[0], sample, sizes)
+    else:
+        engine = OneSession(runner, sample)
+    warm_seconds = warm_every_size(engine, max(args.max_batch, *args.statics))
+    print(f"\n{name}: every batch size up to {max(args.max_batch, *args.statics)} warmed in {warm_seconds:.1f} s")
+    times = batch_times(engine, [s for s in sizes if s <= args.max_batch])
     slo = args.slo_ms or round(max(5 * times[1], MIN_AUTO_SLO_MS), 1)
     capacity = max(size * 1000 / ms for size, ms in times.items() if 2 * ms <= slo)
     print(f"\n{name} on {args.profile}: batch ms " + ", ".join(f"{s}: {ms:.1f}" for s, ms in times.items()))
     print(
         f"SLO {slo:g} ms, capacity {capacity:.0f} frames/s (the best batch with two calls within the SLO), queue {args.queue_size}"
     )
-    header = f"{'load':>5} {'req/s':>6} | {'rule':<14} {'good/s':>7} {'p50':>7} {'p99':>7} {'shed':>6} {'batch':>6} {'lag99':>6}"
+    header = f"{'load':>5} {'req/s':>6} | {'rule':<14} {'good/s':>7} {'p50':>7} {'p99':>7} {'shed':>6} {'batch':>6} {'lag99':>6} {'run99':>6}"
     print(header + "\n" + "-" * len(header))
     rows = []
     for load in args.loads:
@@ -193,12 +277,12 @@ def run_model(name: str, args: argparse.Namespace, folder: Path) -> dict[str, An
                 queue = RequestQueue(args.queue_size)
                 rule = f"static {batch}/{delay:g}ms"
                 take = static_rule(batch, delay)
-                outcomes.append(serve(runner, sample, input_name, rate, args.seconds, rule, take, queue))
+                outcomes.append(serve(engine, rate, args.seconds, rule, take, queue))
         slo_batchers = SloBatchers(slo, args.max_batch, lambda key: times)  # seeded as the worker seeds it
         seeded: SloBatcher = slo_batchers(("m", "whole", "x"))
         queue = RequestQueue(args.queue_size, slo_batchers)
         adaptive = serve(
-            runner, sample, input_name, rate, args.seconds, "adaptive",
+            engine, rate, args.seconds, "adaptive",
             lambda q: q.take_slo_batch(timeout=0.05), queue, on_batch=seeded.ran,
         )  # fmt: skip
         best = max(outcomes, key=lambda outcome: outcome.goodput(slo))
@@ -207,7 +291,7 @@ def run_model(name: str, args: argparse.Namespace, folder: Path) -> dict[str, An
             print(
                 f"{load:>5.2f} {rate:>6.0f} | {outcome.rule:<14} {outcome.goodput(slo):>7.1f} "
                 f"{outcome.percentile(50):>7.1f} {outcome.percentile(99):>7.1f} {outcome.shed:>6} "
-                f"{outcome.mean_batch:>6.1f} {outcome.lag_p99_ms:>6.1f}{mark}"
+                f"{outcome.mean_batch:>6.1f} {outcome.lag_p99_ms:>6.1f} {outcome.run_p99_ms:>6.1f}{mark}"
             )
         ratio = adaptive.goodput(slo) / best.goodput(slo) if best.goodput(slo) else float("nan")
         print(
@@ -227,7 +311,10 @@ def run_model(name: str, args: argparse.Namespace, folder: Path) -> dict[str, An
                 "best_p99": best.percentile(99),
             }
         )
-    return {"model": name, "profile": args.profile, "slo_ms": slo, "capacity": capacity, "times": times, "rows": rows}
+    return {
+        "model": name, "profile": args.profile, "slo_ms": slo, "capacity": capacity, "times": times,
+        "warm_seconds": warm_seconds, "rows": rows,
+    }  # fmt: skip
 
 
 def main() -> None:
@@ -242,6 +329,19 @@ def main() -> None:
     parser.add_argument("--max-batch", type=int, default=16)
     parser.add_argument("--threads", type=int, default=0)
     parser.add_argument("--queue-size", type=int, default=512, help="the worker's bounded queue (its --queue-size)")
+    parser.add_argument(
+        "--conv-algo-search",
+        choices=["exhaustive", "heuristic", "default"],
+        help="override the profile's CUDA provider",
+    )
+    parser.add_argument(
+        "--shape-sessions", type=int, default=0, help="override the profile's shape_sessions (1: one session for all)"
+    )
+    parser.add_argument(
+        "--session-per-size",
+        action="store_true",
+        help="a session per batch size (a batch padded to the smallest that holds it), for ONNX Runtime's CUDA provider",
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     sys.setswitchinterval(0.0005)  # the arrivals thread and the serving loop share the GIL: 5 ms turns are jitter
