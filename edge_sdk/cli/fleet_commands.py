@@ -26,6 +26,7 @@ from edge_sdk.core.errors import ConfigError, EdgeSDKError
 from edge_sdk.fleet.operator.client import DeviceRecord, manifest_of
 from edge_sdk.fleet.operator.deployment_file import artifact_file_problems, raise_problems
 from edge_sdk.fleet.operator.rollout import RolloutRunner
+from edge_sdk.fleet.operator.rollout_json import rollout_json
 from edge_sdk.fleet.operator.rollout_plan import create_rollout
 from edge_sdk.fleet.operator.rollout_rollback import roll_back_rollout
 from edge_sdk.fleet.operator.rollout_store import Outcome, RolloutRecord, RolloutState, RolloutStore
@@ -263,7 +264,7 @@ def status(ctx: CliContext, rollout_id: str | None, state_file: Path, output_for
     with RolloutStore(state_file) as store:
         record = store.load(_rollout_id(store, rollout_id))
     if output_format == "json":
-        click.echo(json.dumps(_record_json(record), indent=2))
+        click.echo(json.dumps(rollout_json(record), indent=2))
         return
     out = ctx.listing(output_format)
     out.line(
@@ -335,35 +336,6 @@ def _summary(record: RolloutRecord) -> None:
     click.echo(_counts(record))
     if record.state is RolloutState.ABORTED:
         raise SystemExit(1)
-
-
-def _record_json(record: RolloutRecord) -> dict[str, Any]:
-    return {
-        "id": record.id,
-        "deployment_id": record.spec.deployment_id,
-        "version": record.spec.version,
-        "state": record.state.value,
-        "reason": record.reason,
-        "first_wave": record.spec.first_wave,
-        "rate_per_min": record.spec.rate_per_min,
-        "abort_threshold": record.spec.abort_threshold,
-        "counts": record.counts(),
-        "devices": [
-            {
-                "device": d.device,
-                "wave": d.wave,
-                "outcome": d.outcome.value,
-                "via": d.via,
-                "reason": d.reason,
-                "previous_version": d.previous_version,
-                "rollback_signed": d.rollback_manifest is not None,
-                "attempts": d.attempts,
-                "sent_at": d.sent_at,
-                "finished_at": d.finished_at,
-            }
-            for d in record.devices
-        ],
-    }
 
 
 __all__ = ["fleet"]

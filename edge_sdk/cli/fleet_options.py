@@ -17,9 +17,11 @@ import click
 
 from edge_sdk.core.errors import ConfigError
 from edge_sdk.fleet.operator.client import FleetOperator
+from edge_sdk.fleet.operator.selection import parse_selector
 from edge_sdk.fleet.wire.broker_file import load_broker_file
-from edge_sdk.fleet.wire.manifest import TargetSelector
 from edge_sdk.mqtt import MqttClient
+
+__all__ = ["parse_selector"]  # the --select parser, shared with the dashboard's filter
 
 _RATE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(?:/\s*(min|m|s|sec|h|hour))?\s*$")
 
@@ -103,29 +105,3 @@ def parse_rate(text: str) -> float:
         raise ConfigError(f"--rate: expected a positive rate such as 10/min, 1/s or 600/h, got {text!r}")
     value, unit = float(match.group(1)), match.group(2) or "min"
     return value * 60 if unit in ("s", "sec") else value / 60 if unit in ("h", "hour") else value
-
-
-def parse_selector(entries: tuple[str, ...]) -> TargetSelector | None:
-    """--select device=ID | profile=NAME | label.KEY=VALUE (repeatable; device and profile may repeat)."""
-    if not entries:
-        return None
-    devices: list[str] = []
-    profiles: list[str] = []
-    labels: dict[str, str] = {}
-    for entry in entries:
-        key, sep, value = entry.partition("=")
-        key, value = key.strip(), value.strip()
-        if not sep or not value:
-            raise ConfigError(f"--select: expected KEY=VALUE (device=, profile=, label.NAME=), got {entry!r}")
-        if key in ("device", "devices"):
-            devices.extend(v for v in value.split(",") if v)
-        elif key in ("profile", "profiles"):
-            profiles.extend(v for v in value.split(",") if v)
-        elif key.startswith("label.") and len(key) > len("label."):
-            labels[key[len("label.") :]] = value
-        else:
-            raise ConfigError(f"--select: expected device=, profile= or label.NAME=, got {key!r}")
-    try:
-        return TargetSelector(device_ids=devices, profiles=profiles, labels=labels)
-    except ValueError as exc:
-        raise ConfigError(f"--select: {exc}") from None
