@@ -31,7 +31,13 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "detect": ("edge_sdk.cli.detect_commands", "detect"),
     "doctor": ("edge_sdk.cli.system_commands", "doctor"),
     "schema": ("edge_sdk.cli.system_commands", "schema"),
-    "fleet": ("edge_sdk.cli.fleet_group", "fleet", "edge_sdk.cli.fleet_commands", "edge_sdk.cli.fleet_keys_commands"),
+    "fleet": (
+        "edge_sdk.cli.fleet_group",
+        "fleet",
+        "edge_sdk.cli.fleet_commands",
+        "edge_sdk.cli.fleet_keys_commands",
+        "edge_sdk.cli.fleet_dashboard_commands",
+    ),
     "agent": ("edge_sdk.cli.agent_commands", "agent"),
 }
 """Each command: its module and name, then the modules that add its subcommands. Only the command in
