@@ -18,7 +18,7 @@ from tools.harness import onnx_models
 # epoll EBADF line on its stderr, which tests that read a command's stderr then see. Tests fork+exec only.
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
-pytest_plugins = ("tests.support.brokers",)
+pytest_plugins = ("tests.support.brokers", "tests.support.browser")
 """`start_broker` and `topic_prefix`, defined once for every test package."""
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

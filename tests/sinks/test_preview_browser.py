@@ -5,7 +5,6 @@ and the stats move. The screenshot is left in build/test-artifacts/preview.png."
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -26,14 +25,13 @@ from edge_sdk.pipeline.metrics import RunSummary
 from edge_sdk.pipeline.run import run_pipeline
 from edge_sdk.profiles import DeviceProfile
 from edge_sdk.sinks.preview import PreviewSinkSpec, preview_url, wait_for_preview
+from tests.support.browser import ARTIFACTS, chromium_browser
 from tests.support.waits import wait_until
 
-from ..conftest import ASTRONAUT, REPO_ROOT
+from ..conftest import ASTRONAUT
 
 pytestmark = pytest.mark.slow  # a multi-process pipeline and a browser
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARTIFACTS = REPO_ROOT / "build" / "test-artifacts"
 
 FRAME_SIGNATURE = """() => {
   const img = document.getElementById("frame");
@@ -48,13 +46,6 @@ FRAME_SIGNATURE = """() => {
   for (let i = 0; i < pixels.length; i += 61) hash = (hash * 31 + pixels[i]) >>> 0;
   return [canvas.width, canvas.height, hash];
 }"""
-
-
-@pytest.fixture(scope="module")
-def chromium() -> str:
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.skip("Debian's chromium is not installed: make system-deps (apt-get install chromium)")
-    return CHROMIUM
 
 
 CRASH_DIR_ENV = "EDGE_SDK_TEST_PREVIEW_CRASH_DIR"
@@ -115,15 +106,10 @@ def running_pipeline(
 
 @contextmanager
 def chromium_page(executable: str, url: str) -> Iterator[Any]:
-    sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is in the test extra")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=executable, headless=True)
-        try:
-            page = browser.new_page(viewport={"width": 900, "height": 640})
-            page.goto(url)
-            yield page
-        finally:
-            browser.close()
+    with chromium_browser(executable) as browser:
+        page = browser.new_page(viewport={"width": 900, "height": 640})
+        page.goto(url)
+        yield page
 
 
 def wait_for_a_new_frame(page: Any, timeout_ms: int = 30_000) -> list[int]:

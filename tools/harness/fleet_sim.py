@@ -10,6 +10,8 @@ signatures or build engines (the real agent does); `behaviour` decides how a dep
 - "health_fail": fails its health check and stays on (rolls back to) its previous version;
 - "refuse": refuses the manifest, keeps its version;
 - "silent": never answers commands (and ignores desired state).
+
+Like the agent, it publishes its presence and reported state again after every reconnect.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from edge_sdk.fleet.wire.protocol import (
     offline_presence,
 )
 from edge_sdk.fleet.wire.signing import sign_manifest
-from edge_sdk.mqtt import Message, MqttClient, MqttSettings, Will
+from edge_sdk.mqtt import ConnectionEvent, ConnectionState, Message, MqttClient, MqttSettings, Will
 from edge_sdk.mqtt.topics import DeviceTopics
 
 BEHAVIOURS = ("ok", "health_fail", "refuse", "silent")
@@ -104,7 +106,15 @@ class SimDevice:
         self._publish_presence()
         self._publish_reported()
         client.subscribe(self.topics.desired, self._on_desired, qos=1)
+        client.add_listener(self._on_connection)
         return self
+
+    def _on_connection(self, event: ConnectionEvent) -> None:
+        """Back after a lost connection: say so again, as the agent does (the broker may have published
+        the offline will meanwhile, or lost its retained state)."""
+        if event.state is ConnectionState.CONNECTED and event.previous is ConnectionState.RECONNECTING:
+            self._publish_presence()
+            self._publish_reported()
 
     def stop(self) -> None:
         """Go offline: publish the offline presence (as the will would) and disconnect."""
