@@ -8,7 +8,9 @@
 Topics are `DeviceTopics(device_id)`. The agent subscribes (QoS 1) to `cmd`, `desired` and
 `artifacts/<version>/<name>`; it publishes retained presence on `state` (with a retained offline last
 will), answers every command on `resp` with the command's correlation data, and keeps a retained
-reported state on `reported`. Commands are never retained: one with the retain flag is logged, not run.
+reported state on `reported`, and live telemetry below `telemetry/` (edge_sdk.fleet.wire.telemetry: each
+pipeline's status events, its stats every `stats_interval_s`, and the preview thumbnails of `type: agent`
+sinks that ask for them). Commands are never retained: one with the retain flag is logged, not run.
 Every message is handled on the inbox's one worker thread in arrival order (agent_inbox.py), and a
 message that cannot be decoded or a handler that fails is answered (commands.py) or logged, never fatal.
 """
@@ -33,6 +35,7 @@ from edge_sdk.fleet.device.agent_state import AgentState
 from edge_sdk.fleet.device.artifacts import ArtifactStore
 from edge_sdk.fleet.device.commands import answer
 from edge_sdk.fleet.device.deploy import Deployer, DeployResult
+from edge_sdk.fleet.device.pipeline_stats import StatsPublisher
 from edge_sdk.fleet.device.pipelines import DEFAULT_START_TIMEOUT_S, PipelineStartError, PipelineSupervisor
 from edge_sdk.fleet.device.results_forwarder import ResultForwarder
 from edge_sdk.fleet.wire.manifest import DeviceIdentity
@@ -53,6 +56,7 @@ from edge_sdk.fleet.wire.signing import load_trusted_keys
 from edge_sdk.mqtt import Message, MqttClient, MqttError, MqttSettings, Will
 from edge_sdk.mqtt.client_roles import AgentClient
 from edge_sdk.mqtt.topics import DeviceTopics
+from edge_sdk.pipeline.snapshot import RuntimeSnapshot
 from edge_sdk.profiles import DeviceProfile, ProfileCatalog
 from edge_sdk.sinks.agent import OUTBOX_ENV
 
@@ -90,6 +94,7 @@ class Agent:
             on_change=lambda: self.inbox.submit("facts", self._publish_facts),
             on_status=self._pipeline_status,
             environment={OUTBOX_ENV: str(config.store_dir / RESULTS_OUTBOX)},
+            on_snapshot=self._publish_stats if config.stats_interval_s else None,
         )
         self.deployer = Deployer(
             self.store,
@@ -107,6 +112,7 @@ class Agent:
         self.results = ResultForwarder(
             config.store_dir / RESULTS_OUTBOX, self.client, self.topics, config.max_outbox_results
         )
+        self.stats = StatsPublisher(self.client, self.topics, config.stats_interval_s)
         self._desired: DesiredState | None = None
         self._online_since = now()
 
@@ -337,6 +343,10 @@ class Agent:
             self.client.publish(self.topics.telemetry("pipelines", pipeline), payload.encode(), qos=1, wait=False)
         except MqttError as exc:
             log.debug("pipeline status not published: %s", exc)
+
+    def _publish_stats(self, pipeline: str, snapshot: RuntimeSnapshot) -> None:
+        """A pipeline's runtime snapshot to telemetry/stats/<name> (QoS 0, at most every stats_interval_s)."""
+        self.stats.publish(pipeline, snapshot)
 
     def _publish_facts(self) -> None:
         for topic, message in ((self.topics.state, self.presence()), (self.topics.reported, self.reported())):

@@ -52,6 +52,13 @@ class AgentConfig(BaseModel):
         ge=1,
         description="Results of `type: agent` sinks waiting to be published; beyond it the oldest are evicted.",
     )
+    stats_interval_s: float = Field(
+        1.0,
+        ge=0,
+        le=3600,
+        description="Seconds between two live stats of a running pipeline (telemetry/stats/<pipeline>, QoS 0); "
+        "0 turns them off. The runtime makes a snapshot about every 0.5 s; inline pipelines make none.",
+    )
 
     def resolved(self, base: Path) -> AgentConfig:
         """A copy whose relative paths, the broker's too, are made absolute against `base` (the config file's folder)."""

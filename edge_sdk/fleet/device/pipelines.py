@@ -25,6 +25,7 @@ from edge_sdk.engines.cache import EngineCache
 from edge_sdk.fleet.device.artifacts import ArtifactStore
 from edge_sdk.pipeline.config import load_pipeline
 from edge_sdk.pipeline.run import run_pipeline
+from edge_sdk.pipeline.snapshot import RuntimeSnapshot
 from edge_sdk.profiles import DeviceProfile
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,9 @@ class PipelineSupervisor:
 
     `environment` is set in this process's environment before each pipeline starts, so its stage
     processes inherit it (the agent passes its results outbox this way: one agent per process).
+    `on_snapshot(name, snapshot)` gets each running pipeline's runtime snapshot, about every half second,
+    on the pipeline's thread; the inline runtime (`runtime.mode: inline`) makes none, so it is never
+    called for such a pipeline.
     """
 
     def __init__(
@@ -79,6 +83,7 @@ class PipelineSupervisor:
         on_change: Callable[[], None] | None = None,
         on_status: Callable[[str, StatusEvent], None] | None = None,
         environment: dict[str, str] | None = None,
+        on_snapshot: Callable[[str, RuntimeSnapshot], None] | None = None,
     ):
         self.store = store
         self._profile = profile
@@ -86,6 +91,7 @@ class PipelineSupervisor:
         self._on_change = on_change
         self._on_status = on_status
         self._environment = dict(environment or {})
+        self._on_snapshot = on_snapshot
         self._lock = threading.Lock()
         self._runs: dict[str, _Run] = {}
 
@@ -174,9 +180,17 @@ class PipelineSupervisor:
         )
 
     def _run(self, run: _Run, config: object, profile: DeviceProfile) -> None:
-
+        on_snapshot = self._on_snapshot
+        snapshots = None if on_snapshot is None else (lambda snapshot: on_snapshot(run.name, snapshot))
         try:
-            summary = run_pipeline(config, profile, self._cache, stop=run.stop, on_status=run.on_status)  # type: ignore[arg-type]
+            summary = run_pipeline(
+                config,  # type: ignore[arg-type]
+                profile,
+                self._cache,
+                stop=run.stop,
+                on_status=run.on_status,
+                on_snapshot=snapshots,
+            )
             log.info("pipeline %s ended after %d frames", run.name, summary.frames)
         except Exception as exc:  # a pipeline's failure is reported, never the agent's
             run.error = f"{type(exc).__name__}: {exc}"
