@@ -12,6 +12,10 @@ The agent passes the outbox path to the pipelines it starts in the environment v
 EDGE_SDK_AGENT_OUTBOX (stage processes inherit it). The outbox is bounded (`max_entries`, set by the
 agent): the oldest entries are evicted and counted. A write never waits more than a short lock timeout;
 a write that fails is dropped, counted and logged, never raised into the pipeline.
+
+With `preview:` (agent_preview.py) the sink also keeps the latest thumbnail of each source in the
+outbox's `previews` table, one row per (pipeline, source), replaced by each newer one; the agent
+publishes each once (`sent`), at QoS 0, apart from the results.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import json
 import logging
 import os
 import sqlite3
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -30,6 +35,7 @@ from pydantic import Field
 from edge_sdk.core.errors import SinkError
 from edge_sdk.core.results import Result
 
+from .agent_preview import AgentPreviewSpec, Thumbnails
 from .base import Sink, SinkSpecBase
 
 log = logging.getLogger(__name__)
@@ -43,6 +49,8 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS results ("
     "id INTEGER PRIMARY KEY AUTOINCREMENT, pipeline TEXT NOT NULL, source TEXT NOT NULL, payload BLOB NOT NULL)",
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS previews (pipeline TEXT NOT NULL, source TEXT NOT NULL, seq INTEGER NOT NULL, "
+    "at REAL NOT NULL, jpeg BLOB NOT NULL, sent INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (pipeline, source))",
 )
 
 
@@ -54,8 +62,20 @@ class ResultsOutboxEntry:
     payload: bytes
 
 
+@dataclass(frozen=True)
+class PreviewEntry:
+    pipeline: str
+    source: str
+    seq: int
+    """Counts the thumbnails of this (pipeline, source): marking one sent leaves a newer one unsent."""
+    at: float
+    """When it was made (seconds since the epoch)."""
+    jpeg: bytes
+
+
 class ResultsOutbox:
-    """The outbox file (both sides): `put` for sinks, `peek`/`delete` for the agent; one connection per process."""
+    """The outbox file (both sides): `put` and `put_preview` for sinks, `peek`/`delete` and
+    `unsent_previews`/`preview_sent` for the agent; one connection per process (the agent has two)."""
 
     def __init__(self, path: Path, *, create: bool = False, max_entries: int | None = None, timeout: float = 5.0):
         self.path = path
@@ -118,6 +138,28 @@ class ResultsOutbox:
         row = self._db.execute("SELECT value FROM meta WHERE key = 'evicted'").fetchone()
         return int(row[0]) if row else 0
 
+    def put_preview(self, pipeline: str, source: str, jpeg: bytes, at: float) -> None:
+        """Make `jpeg` the latest preview of (pipeline, source), not yet sent."""
+        self._db.execute(
+            "INSERT INTO previews (pipeline, source, seq, at, jpeg, sent) VALUES (?, ?, 1, ?, ?, 0) "
+            "ON CONFLICT(pipeline, source) DO UPDATE SET "
+            "seq = previews.seq + 1, at = excluded.at, jpeg = excluded.jpeg, sent = 0",
+            (pipeline, source, at, jpeg),
+        )
+
+    def unsent_previews(self) -> list[PreviewEntry]:
+        rows = self._db.execute(
+            "SELECT pipeline, source, seq, at, jpeg FROM previews WHERE sent = 0 ORDER BY at"
+        ).fetchall()
+        return [PreviewEntry(str(r[0]), str(r[1]), int(r[2]), float(r[3]), bytes(r[4])) for r in rows]
+
+    def preview_sent(self, entry: PreviewEntry) -> None:
+        """Mark `entry` sent, unless a newer preview has replaced it meanwhile."""
+        self._db.execute(
+            "UPDATE previews SET sent = 1 WHERE pipeline = ? AND source = ? AND seq = ?",
+            (entry.pipeline, entry.source, entry.seq),
+        )
+
     def close(self) -> None:
         self._db.close()
 
@@ -145,6 +187,11 @@ class AgentSinkSpec(SinkSpecBase):
         "edge/<device>/results/<pipeline>/<source> (only in pipelines the agent runs)."
     )
     include_empty: bool = Field(False, description="Also hand over frames with no detections and no classifications.")
+    preview: AgentPreviewSpec | None = Field(
+        None,
+        description="Opt-in thumbnails: the annotated frame of each source, small, at most every `every_s` "
+        "seconds, published by the agent to edge/<device>/telemetry/preview/<pipeline>/<source>; null: none.",
+    )
 
     def build(self, pipeline_name: str) -> AgentSink:
         return AgentSink.from_spec(self, pipeline_name=pipeline_name)
@@ -157,7 +204,13 @@ class AgentSinkSpec(SinkSpecBase):
 class AgentSink(Sink):
     writes_updates = True
 
-    def __init__(self, pipeline_name: str, include_empty: bool = False, outbox: Path | None = None):
+    def __init__(
+        self,
+        pipeline_name: str,
+        include_empty: bool = False,
+        outbox: Path | None = None,
+        preview: AgentPreviewSpec | None = None,
+    ):
         outbox = outbox_from_environment() if outbox is None else outbox
         self.outbox_path = outbox
         self.pipeline_name = pipeline_name
@@ -169,15 +222,23 @@ class AgentSink(Sink):
         self.failed = 0
         self.evicted = 0
         self._failing = False
+        self.thumbnails = Thumbnails(preview) if preview is not None else None
+        self.previews = 0
+        """Thumbnails stored in the outbox."""
+        self.previews_failed = 0
+        """Thumbnails that could not be made or stored (those too big for max_bytes are thumbnails.too_big)."""
+        self._preview_failing = False
 
     @classmethod
     def from_spec(cls, spec: AgentSinkSpec, pipeline_name: str) -> AgentSink:
-        return cls(pipeline_name, include_empty=spec.include_empty)
+        return cls(pipeline_name, include_empty=spec.include_empty, preview=spec.preview)
 
     def open(self) -> None:
         self._outbox = ResultsOutbox(self.outbox_path, timeout=WRITE_TIMEOUT_S)
 
     def write(self, result: Result, image: np.ndarray) -> None:
+        if self.thumbnails is not None and image.size and self.thumbnails.due(result.frame.source):
+            self._preview(result, image)
         if not self.include_empty and not result.detections and not result.classifications:
             self.skipped_empty += 1
             return
@@ -197,11 +258,46 @@ class AgentSink(Sink):
         self.handed += 1
         self._failing = False
 
+    def _preview(self, result: Result, image: np.ndarray) -> None:
+        """Store this frame's thumbnail; a failure is counted and logged once in a row, never raised."""
+        assert self.thumbnails is not None
+        if self._outbox is None:
+            raise SinkError(f"{self.name} is not open")
+        try:
+            jpeg = self.thumbnails.make(result, image)
+            if jpeg is None:
+                if self.thumbnails.too_big == 1:
+                    log.warning(
+                        "%s: a %dx%d preview does not fit in %d bytes even at JPEG quality 35; skipped",
+                        self.name,
+                        image.shape[1],
+                        image.shape[0],
+                        self.thumbnails.spec.max_bytes,
+                    )
+                return
+            self._outbox.put_preview(self.pipeline_name, result.frame.source, jpeg, time.time())
+        except Exception as exc:  # a preview is a nicety: whatever breaks it, results go on
+            self.previews_failed += 1
+            if not self._preview_failing:
+                self._preview_failing = True
+                log.warning("%s: preview not stored (%s); %d so far", self.name, exc, self.previews_failed)
+            return
+        self.previews += 1
+        self._preview_failing = False
+
     def close(self) -> None:
         if self._outbox is not None:
             self._outbox.close()
             self._outbox = None
-        if self.failed or self.evicted:
+        too_big = self.thumbnails.too_big if self.thumbnails is not None else 0
+        if self.failed or self.evicted or self.previews_failed or too_big:
             log.warning(
-                "%s closed: %d handed, %d dropped, %d evicted", self.name, self.handed, self.failed, self.evicted
+                "%s closed: %d handed, %d dropped, %d evicted; previews: %d stored, %d failed, %d too big",
+                self.name,
+                self.handed,
+                self.failed,
+                self.evicted,
+                self.previews,
+                self.previews_failed,
+                too_big,
             )

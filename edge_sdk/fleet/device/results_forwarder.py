@@ -7,6 +7,11 @@ spool, entries stay in the outbox (bounded, oldest evicted and counted) and go o
 reconnect. Evictions are logged and reported on telemetry/results-outbox ({device, published, waiting,
 evicted, rejected}). A publish the broker refuses (ACL) is dropped and counted, so it cannot block the rest.
 Delivery is at least once: an acknowledgement lost with the connection means the entry is sent again.
+
+Preview thumbnails (the outbox's `previews` table: the latest per pipeline and source) go out on a second
+thread with its own connection to the file, so they never wait behind results nor hold them up: each
+new one once, at QoS 0, only while connected (a thumbnail made offline waits in the outbox, the newest
+per source replacing older ones), to telemetry/preview/<pipeline>/<source>.
 """
 
 from __future__ import annotations
@@ -17,10 +22,11 @@ import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from edge_sdk.fleet.wire.telemetry import MAX_PREVIEW_BYTES, PREVIEW
 from edge_sdk.mqtt import MqttError, PublishRejectedError
 from edge_sdk.mqtt.client_roles import PublishingClient
 from edge_sdk.mqtt.topics import DeviceTopics
-from edge_sdk.sinks.agent import ResultsOutbox
+from edge_sdk.sinks.agent import PreviewEntry, ResultsOutbox
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +35,8 @@ MAX_IDLE_POLL_S = 1.0
 """While the outbox stays untouched the poll backs off to this (many agents in one process, idle boxes)."""
 RETRY_S = 0.5
 BATCH = 100
+PREVIEW_TIMEOUT_S = 0.25
+"""The preview thread's wait for the outbox's lock: a busy file means trying again on the next poll."""
 
 
 @dataclass(frozen=True)
@@ -51,21 +59,28 @@ class ResultForwarder:
         self.path = path
         self._client = client
         self._topics = topics
+        self._previews = ResultsOutbox(path, timeout=PREVIEW_TIMEOUT_S)
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self._published = 0
         self._rejected = 0
         self._evicted_seen = self.outbox.evicted()
+        self.previews_published = 0
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="edge-agent-results", daemon=True)
-        self._thread.start()
+        self._threads = [
+            threading.Thread(target=self._run, name="edge-agent-results", daemon=True),
+            threading.Thread(target=self._run_previews, name="edge-agent-previews", daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
+        for thread in self._threads:
+            thread.join(timeout)
         self.outbox.close()
+        self._previews.close()
 
     def stats(self) -> ForwarderStats:
         return ForwarderStats(self._published, self.outbox.waiting(), self.outbox.evicted(), self._rejected)
@@ -99,6 +114,45 @@ class ResultForwarder:
             except FileNotFoundError:
                 stamps.append(None)
         return tuple(stamps)
+
+    def _run_previews(self) -> None:
+        idle_stamp: tuple[object, ...] | None = None
+        idle_wait = IDLE_POLL_S
+        while not self._stop.is_set():
+            stamp = self._file_stamp()
+            if stamp == idle_stamp:
+                idle_wait = min(idle_wait * 2, MAX_IDLE_POLL_S)
+            else:
+                try:
+                    waiting = self.send_previews()
+                except Exception:  # e.g. the file is locked for longer than PREVIEW_TIMEOUT_S: next poll
+                    log.debug("results outbox: previews not read", exc_info=True)
+                    waiting = 1
+                idle_stamp = stamp if waiting == 0 else None
+                idle_wait = IDLE_POLL_S if waiting == 0 else RETRY_S
+            self._stop.wait(idle_wait)
+
+    def send_previews(self) -> int:
+        """Publish each preview not sent yet (QoS 0, while connected); returns how many still wait."""
+        waiting = 0
+        for entry in self._previews.unsent_previews():
+            if self._stop.is_set() or not self._client.is_connected:
+                return waiting + 1
+            if len(entry.jpeg) <= MAX_PREVIEW_BYTES and not self._publish_preview(entry):
+                waiting += 1
+                continue
+            self._previews.preview_sent(entry)
+        return waiting
+
+    def _publish_preview(self, entry: PreviewEntry) -> bool:
+        topic = self._topics.telemetry(PREVIEW, _level(entry.pipeline), _level(entry.source))
+        try:
+            self._client.publish(topic, entry.jpeg, qos=0, retain=False, wait=False)
+        except MqttError as exc:
+            log.debug("results outbox: preview %s not published: %s", topic, exc)
+            return False
+        self.previews_published += 1
+        return True
 
     def drain_once(self) -> int:
         """Publish what waits (while publishing can succeed); -1 when it stopped on a failure, else the count."""
