@@ -26,13 +26,12 @@ URL_LINE = re.compile(r"fleet dashboard on (http://\S+)")
 
 
 def write_broker_yaml(settings: MqttSettings, path: Path) -> Path:
-    """An operator's broker file (`--broker`) for `settings` (TLS with a client certificate)."""
-    assert settings.tls is not None
-    path.write_text(
-        f"host: {settings.host}\nport: {settings.port}\nconnect_timeout_s: 5\ntls:\n"
-        f"  ca_file: {settings.tls.ca_file}\n  cert_file: {settings.tls.cert_file}\n  key_file: {settings.tls.key_file}\n",
-        encoding="utf-8",
-    )
+    """An operator's broker file (`--broker`) for `settings` (TLS with a client certificate, or plain TCP)."""
+    text = f"host: {settings.host}\nport: {settings.port}\nconnect_timeout_s: 5\n"
+    if settings.tls is not None:
+        tls = settings.tls
+        text += f"tls:\n  ca_file: {tls.ca_file}\n  cert_file: {tls.cert_file}\n  key_file: {tls.key_file}\n"
+    path.write_text(text, encoding="utf-8")
     return path
 
 

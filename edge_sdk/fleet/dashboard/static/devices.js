@@ -18,23 +18,28 @@
     }).join("; ");
   }
 
-  function cells(view) {
-    const link = Dash.el("a", view.id);
-    link.href = `/device/${encodeURIComponent(view.id)}`;
+  function texts(view) {
     const labels = Object.entries(view.labels || {}).map(([k, v]) => `${k}=${v}`).join(" ");
-    return [link, Dash.el("span", view.online ? "online" : "offline"), view.profile ?? "-", labels,
-      view.version ?? "-", view.health ?? "-", pipelinesText(view.pipelines), Dash.ago(view.last_seen)];
+    return [view.id, view.online ? "online" : "offline", view.profile ?? "-", labels, view.version ?? "-",
+      view.health ?? "-", pipelinesText(view.pipelines), Dash.ago(view.last_seen)];
   }
 
+  // Only the cells whose text changed are touched: a stats message changes two of eight.
   function render(tr, view) {
-    const values = cells(view);
-    tr.replaceChildren(...values.map((value) => {
-      const td = document.createElement("td");
-      if (value instanceof Node) td.append(value); else td.textContent = String(value);
-      return td;
-    }));
-    tr.className = view.online ? "online" : "offline";
-    tr.dataset.device = view.id;
+    const values = texts(view);
+    if (!tr.cells.length) {
+      for (let i = 0; i < values.length; i++) tr.insertCell();
+      const link = document.createElement("a");
+      link.href = `/device/${encodeURIComponent(view.id)}`;
+      tr.cells[0].append(link);
+      tr.dataset.device = view.id;
+    }
+    values.forEach((text, i) => {
+      const target = i === 0 ? tr.cells[0].firstChild : tr.cells[i];
+      if (target.textContent !== String(text)) target.textContent = String(text);
+    });
+    const state = view.online ? "online" : "offline";
+    if (tr.className !== state) tr.className = state;
   }
 
   // Updates the row; true when the row is new or its place in the sort order may have changed.
@@ -116,7 +121,10 @@
   });
 
   setInterval(() => {
-    for (const row of rows.values()) row.tr.lastChild.textContent = Dash.ago(row.view.last_seen);
-  }, 1000);
+    for (const row of rows.values()) {
+      const text = Dash.ago(row.view.last_seen);
+      if (row.tr.lastChild.textContent !== text) row.tr.lastChild.textContent = text;
+    }
+  }, 5000);
   connect("");
 })();
