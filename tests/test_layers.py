@@ -124,8 +124,9 @@ def test_imported_modules_resolves_relative_and_function_level_imports() -> None
     assert "edge_sdk.core.host" in local, "an import inside a function counts"
 
 
-FLEET_SIDES = {"wire": set(), "device": {"wire"}, "operator": {"wire"}}
-"""edge_sdk/fleet/ by role: what both sides share (wire), the device's side, the operator's side."""
+FLEET_SIDES = {"wire": set(), "device": {"wire"}, "operator": {"wire"}, "dashboard": {"operator", "wire"}}
+"""edge_sdk/fleet/ by role: what both sides share (wire), the device's side, the operator's side, and the
+dashboard, an operator in a browser (it may use the operator's side, never the device's)."""
 
 
 def test_the_fleets_device_and_operator_sides_meet_only_in_the_wire_format() -> None:
