@@ -28,6 +28,9 @@ URL_LINE = re.compile(r"fleet dashboard on (http://\S+)")
 def write_broker_yaml(settings: MqttSettings, path: Path) -> Path:
     """An operator's broker file (`--broker`) for `settings` (TLS with a client certificate, or plain TCP)."""
     text = f"host: {settings.host}\nport: {settings.port}\nconnect_timeout_s: 5\n"
+    text += (
+        f"reconnect: {{min_delay_s: {settings.reconnect.min_delay_s}, max_delay_s: {settings.reconnect.max_delay_s}}}\n"
+    )
     if settings.tls is not None:
         tls = settings.tls
         text += f"tls:\n  ca_file: {tls.ca_file}\n  cert_file: {tls.cert_file}\n  key_file: {tls.key_file}\n"

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from edge_sdk.fleet.wire.signing import generate_signing_key, load_private_key
+from edge_sdk.mqtt import ReconnectPolicy
 from tools.harness.broker import BrokerFactory, FleetBroker, start_fleet_broker
 from tools.harness.dashboard import DashboardProcess, write_broker_yaml
 from tools.harness.fleet_sim import SimDevice, signed_deployment
@@ -19,6 +20,8 @@ CAMERAS = ["cam-1", "cam-2", "cam-3"]
 EVIL = "evil-1"
 SCRIPT = "<script>window.__xss = 1</script>"
 IMG = '<img src="x" onerror="window.__xss = 2">'
+QUICK_RECONNECT = ReconnectPolicy(min_delay_s=0.2, max_delay_s=2.0)
+"""Back within seconds of a broker restart, whatever the back-off reached while it was down."""
 
 
 @pytest.fixture
@@ -28,14 +31,18 @@ def fleet(start_broker: BrokerFactory) -> FleetBroker:
 
 @pytest.fixture
 def broker_yaml(fleet: FleetBroker, tmp_path: Path) -> Path:
-    return write_broker_yaml(fleet.settings("operator"), tmp_path / "operator.yaml")
+    return write_broker_yaml(fleet.settings("operator", reconnect=QUICK_RECONNECT), tmp_path / "operator.yaml")
 
 
 @pytest.fixture
 def devices(fleet: FleetBroker) -> Iterator[dict[str, SimDevice]]:
     """cam-1..3 at site lyon (cam-3 at paris), version 1; evil-1 with markup in its profile and labels."""
     started = {
-        name: SimDevice(fleet.settings(name), name, labels={"site": "paris" if name == "cam-3" else "lyon"}).start()
+        name: SimDevice(
+            fleet.settings(name, reconnect=QUICK_RECONNECT),
+            name,
+            labels={"site": "paris" if name == "cam-3" else "lyon"},
+        ).start()
         for name in CAMERAS
     }
     started[EVIL] = SimDevice(fleet.settings(EVIL), EVIL, profile=SCRIPT, labels={"note": IMG}).start()
