@@ -14,9 +14,11 @@ import numpy as np
 import pytest
 
 from edge_sdk.core.opencv import import_cv2
+from edge_sdk.fleet.wire.protocol import Presence, encode_message
 from edge_sdk.fleet.wire.telemetry import stats_message
 from edge_sdk.mqtt.topics import DeviceTopics
 from tests.support.browser import ARTIFACTS, chromium_browser
+from tools.harness.broker import FleetBroker
 from tools.harness.dashboard import DashboardProcess
 from tools.harness.fleet_sim import SimDevice
 
@@ -102,18 +104,44 @@ def test_what_a_device_reports_is_shown_as_text_and_never_runs(
         '{"device":"evil-1","pipeline":"demo","kind":"source_lost","subject":"<b>door</b>",'
         f'"message":"{IMG.replace(chr(34), chr(39))}","timestamp":{time.time()}}}'
     )
+    presence = Presence(
+        device=EVIL, online=True, profile=SCRIPT, labels={"note": IMG, IMG: "key"}, sdk_version=SCRIPT[:64],
+        active_version=1, pipelines=[IMG], health="ok",
+    )  # fmt: skip
+    evil.publish(DeviceTopics(EVIL).state, encode_message(presence), qos=1, retain=True)
     page = open_page(dashboard, "/")
-    row(page, EVIL).wait_for(timeout=20_000)  # the dashboard is subscribed: telemetry is not retained
-    evil.publish(DeviceTopics(EVIL).telemetry("pipelines", "demo"), event.encode(), qos=1)
+    page.wait_for_function("() => document.body.innerText.includes('stopped')", timeout=20_000)
+    evil.publish(DeviceTopics(EVIL).telemetry("pipelines", "demo"), event.encode(), qos=1)  # once subscribed
+    evil.publish(DeviceTopics(EVIL).telemetry("preview", "<b>x", IMG.replace("/", "_")), jpeg(90, "x"), qos=1)
     text = row(page, EVIL).inner_text()
     assert SCRIPT in text and IMG in text, text
     detail = open_page(dashboard, f"/device/{EVIL}")
     detail.wait_for_function("() => document.getElementById('events').children.length > 0", timeout=20_000)
+    detail.wait_for_function("() => document.querySelectorAll('#previews figure').length > 0", timeout=20_000)
     assert "<b>door</b>" in detail.inner_text("#events")
-    assert SCRIPT in detail.inner_text("#device-facts")
+    assert SCRIPT in detail.inner_text("#device-facts") and f"{IMG}=key" in detail.inner_text("#device-facts")
+    assert IMG in detail.inner_text("#pipelines") and "<b>x/" in detail.inner_text("#previews")
     for shown in (page, detail):
-        assert shown.evaluate("window.__xss") is None, "a device's markup ran as script"
-        assert shown.locator("#devices img, #events img, #events b, #device-facts script").count() == 0
+        assert shown.evaluate("() => window.__xss") is None, "a device's markup ran as script"
+        markup = "#devices img, #devices b, #events img, #events b, #pipelines img, #device-facts script, figcaption b"
+        assert shown.locator(markup).count() == 0
+
+
+def test_a_broker_that_goes_away_shows_a_banner_until_the_dashboard_is_back(
+    start_dashboard: Callable[..., DashboardProcess], devices: dict[str, SimDevice], open_page: Any, fleet: FleetBroker
+) -> None:
+    dashboard = start_dashboard()
+    page = open_page(dashboard, "/")
+    row(page, "cam-1").wait_for(timeout=20_000)
+    assert page.locator("#banner").is_hidden()
+    fleet.broker.stop()
+    page.wait_for_function(
+        "() => document.getElementById('banner').textContent.includes('unreachable')", timeout=20_000
+    )
+    assert row(page, "cam-1").is_visible(), "what the dashboard knew stays on the page"
+    screenshot(page, "broker-down")
+    fleet.broker.start()
+    page.wait_for_function("() => document.getElementById('banner').hidden", timeout=60_000)
 
 
 def test_a_ping_from_the_device_page_round_trips(
