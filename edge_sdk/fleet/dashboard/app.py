@@ -176,6 +176,7 @@ def create_app(dashboard: Dashboard) -> Starlette:
             Route("/rollouts", page("rollouts.html")),
             Route("/device/{device}", page("device.html")),
             Route("/login", login, methods=["GET", "POST"]),
+            Route("/favicon.ico", lambda _request: Response(status_code=204)),
             Route("/logout", logout, methods=["POST"]),
             Route("/api/devices", api(devices)),
             Route("/api/device/{device}", api(device)),
