@@ -31,6 +31,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from edge_sdk.core.errors import ConfigError, EdgeSDKError
+from edge_sdk.core.sqlite_stamp import Stamp
 from edge_sdk.fleet.operator.selection import parse_selector
 from edge_sdk.fleet.wire.manifest import TargetSelector
 
@@ -42,6 +43,7 @@ from .rollouts_view import RolloutsView
 log = logging.getLogger(__name__)
 
 STATIC = Path(__file__).with_name("static")
+CURRENT = ' aria-current="page"'
 FLUSH_S = 0.25
 STATUS_EVERY_S = 1.0
 MAX_ACTION_BYTES = 16 * 1024
@@ -69,8 +71,21 @@ class Dashboard:
 def create_app(dashboard: Dashboard) -> Starlette:
     auth = dashboard.auth
 
-    def page(name: str) -> Callable[[Request], Awaitable[Response]]:
-        template = (STATIC / name).read_text(encoding="utf-8")
+    layout = (STATIC / "layout.html").read_text(encoding="utf-8")
+
+    def page(name: str, title: str) -> Callable[[Request], Awaitable[Response]]:
+        """The layout around static/NAME.html (the page's <main>), its script static/NAME.js, the session's
+        CSRF token and the read-only flag for the page's scripts."""
+        links = (("/", "devices", "Devices"), ("/rollouts", "rollouts", "Rollouts"))
+        nav = " ".join(
+            f'<a href="{href}"{CURRENT if target == name else ""}>{label}</a>' for href, target, label in links
+        )
+        template = (
+            layout.replace("{{title}}", title)
+            .replace("{{script}}", f"{name}.js")
+            .replace("{{nav}}", nav)
+            .replace("{{main}}", (STATIC / f"{name}.html").read_text(encoding="utf-8"))
+        )
 
         async def serve(request: Request) -> Response:
             session = _session(request)
@@ -172,9 +187,9 @@ def create_app(dashboard: Dashboard) -> Starlette:
 
     app = Starlette(
         routes=[
-            Route("/", page("devices.html")),
-            Route("/rollouts", page("rollouts.html")),
-            Route("/device/{device}", page("device.html")),
+            Route("/", page("devices", "devices")),
+            Route("/rollouts", page("rollouts", "rollouts")),
+            Route("/device/{device}", page("device", "device")),
             Route("/login", login, methods=["GET", "POST"]),
             Route("/favicon.ico", lambda _request: Response(status_code=204)),
             Route("/logout", logout, methods=["POST"]),
@@ -264,7 +279,7 @@ async def _event_stream(
     (the page of device `detail` when it changed); rollouts: `rollouts` (when the state file changed); and
     `status` every second for all."""
     seq, next_status, first = 0, 0.0, True
-    rollouts_stamp: tuple[object, ...] | None = None
+    rollouts_stamp: Stamp | None = None
     while not await request.is_disconnected():
         if page == "rollouts":
             if first or dashboard.rollouts.stamp() != rollouts_stamp:

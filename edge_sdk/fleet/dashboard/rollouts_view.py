@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from edge_sdk.core.sqlite_stamp import Stamp, sqlite_stamp
 from edge_sdk.fleet.operator.rollout_json import rollout_json
 from edge_sdk.fleet.operator.rollout_store import RolloutStore
 
@@ -24,7 +25,7 @@ class RolloutsView:
         self.path = path
         self._lock = threading.Lock()
         self._store: RolloutStore | None = None
-        self._stamp: tuple[object, ...] | None = None
+        self._stamp: Stamp | None = None
         self._snapshot: list[dict[str, Any]] = []
 
     def close(self) -> None:
@@ -33,16 +34,8 @@ class RolloutsView:
                 self._store.close()
                 self._store = None
 
-    def stamp(self) -> tuple[object, ...]:
-        """Size and modification time of the file and its WAL (any committed write changes one)."""
-        stamps: list[object] = []
-        for path in (self.path, self.path.with_name(self.path.name + "-wal")):
-            try:
-                status = path.stat()
-                stamps.append((status.st_mtime_ns, status.st_size))
-            except FileNotFoundError:
-                stamps.append(None)
-        return tuple(stamps)
+    def stamp(self) -> Stamp:
+        return sqlite_stamp(self.path)
 
     def changed(self) -> bool:
         return self.stamp() != self._stamp

@@ -22,6 +22,7 @@ import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from edge_sdk.core.sqlite_stamp import Stamp, sqlite_stamp
 from edge_sdk.fleet.wire.telemetry import MAX_PREVIEW_BYTES, PREVIEW
 from edge_sdk.mqtt import MqttError, PublishRejectedError
 from edge_sdk.mqtt.client_roles import PublishingClient
@@ -86,7 +87,7 @@ class ResultForwarder:
         return ForwarderStats(self._published, self.outbox.waiting(), self.outbox.evicted(), self._rejected)
 
     def _run(self) -> None:
-        idle_stamp: tuple[object, ...] | None = None
+        idle_stamp: Stamp | None = None
         idle_wait = IDLE_POLL_S
         while not self._stop.is_set():
             stamp = self._file_stamp()
@@ -104,19 +105,12 @@ class ResultForwarder:
             idle_stamp = stamp if sent == 0 else None
             self._stop.wait(IDLE_POLL_S if sent >= 0 else RETRY_S)
 
-    def _file_stamp(self) -> tuple[object, ...]:
-        """Size and modification time of the outbox and its WAL: any write by a sink changes them."""
-        stamps: list[object] = []
-        for path in (self.path, self.path.with_name(self.path.name + "-wal")):
-            try:
-                status = path.stat()
-                stamps.append((status.st_mtime_ns, status.st_size))
-            except FileNotFoundError:
-                stamps.append(None)
-        return tuple(stamps)
+    def _file_stamp(self) -> Stamp:
+        """Changes with any write by a sink."""
+        return sqlite_stamp(self.path)
 
     def _run_previews(self) -> None:
-        idle_stamp: tuple[object, ...] | None = None
+        idle_stamp: Stamp | None = None
         idle_wait = IDLE_POLL_S
         while not self._stop.is_set():
             stamp = self._file_stamp()
