@@ -11,25 +11,12 @@ import pytest
 from edge_sdk.fleet.device.agent import Agent
 from tests.fleet.conftest import Keys
 from tests.fleet.test_agent_telemetry import run_people
-from tests.support.browser import ARTIFACTS, chromium_browser
+from tests.support.browser import ARTIFACTS, PREVIEW_IMAGE, chromium_browser
 from tools.harness.broker import FleetBroker
 from tools.harness.dashboard import DashboardProcess, write_broker_yaml
 from tools.harness.deployments import DEVICE_ID
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.timeout(240)]
-
-SIGNATURE = """() => {
-  const img = document.querySelector('#previews img');
-  if (!img || !img.complete || !img.naturalWidth) return null;
-  const canvas = document.createElement('canvas');
-  canvas.width = img.naturalWidth; canvas.height = img.naturalHeight;
-  const context = canvas.getContext('2d');
-  context.drawImage(img, 0, 0);
-  const data = context.getImageData(0, 0, canvas.width, canvas.height).data;
-  let hash = 0;
-  for (let i = 0; i < data.length; i += 61) hash = (hash * 31 + data[i]) >>> 0;
-  return [canvas.width, hash];
-}"""
 
 
 def test_a_running_agent_shows_its_rate_and_a_changing_preview_and_stops_from_the_page(
@@ -51,9 +38,9 @@ def test_a_running_agent_shows_its_rate_and_a_changing_preview_and_stops_from_th
             timeout=90_000,
         )
         # and its thumbnail, 200 px wide, changes as the camera pans
-        page.wait_for_function(f"() => (({SIGNATURE})() || [0])[0] === 200", timeout=60_000)
-        first = page.evaluate(SIGNATURE)
-        page.wait_for_function(f"() => (({SIGNATURE})() || [0, {first[1]}])[1] !== {first[1]}", timeout=30_000)
+        page.wait_for_function(f"() => (({PREVIEW_IMAGE})() || {{}}).width === 200", timeout=60_000)
+        first = page.evaluate(PREVIEW_IMAGE)["hash"]
+        page.wait_for_function(f"() => (({PREVIEW_IMAGE})() || {{hash: {first}}}).hash !== {first}", timeout=30_000)
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "dashboard-agent.png"), full_page=True)
 

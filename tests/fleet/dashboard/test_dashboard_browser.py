@@ -17,7 +17,7 @@ from edge_sdk.core.opencv import import_cv2
 from edge_sdk.fleet.wire.protocol import Presence, encode_message
 from edge_sdk.fleet.wire.telemetry import stats_message
 from edge_sdk.mqtt.topics import DeviceTopics
-from tests.support.browser import ARTIFACTS, chromium_browser
+from tests.support.browser import ARTIFACTS, PREVIEW_IMAGE, chromium_browser
 from tools.harness.broker import FleetBroker
 from tools.harness.dashboard import DashboardProcess
 from tools.harness.fleet_sim import SimDevice
@@ -212,23 +212,9 @@ def test_a_preview_thumbnail_changes_on_the_device_page(
     image.wait_for(timeout=20_000)
     page.wait_for_function("() => document.querySelector('#previews img').naturalWidth === 160", timeout=20_000)
     first = image.get_attribute("src")
-    first_pixels = page.evaluate(PIXEL_MEAN)
+    first_pixels = page.evaluate(PREVIEW_IMAGE)["mean"]
     cam1.publish(topic, jpeg(200, "two"), qos=1)
     page.wait_for_function(
         f"() => document.querySelector('#previews img').getAttribute('src') !== {first!r}", timeout=20_000
     )
-    page.wait_for_function(f"() => ({PIXEL_MEAN})() > {first_pixels + 80}", timeout=20_000)
-
-
-PIXEL_MEAN = """() => {
-  const img = document.querySelector('#previews img');
-  if (!img || !img.complete || !img.naturalWidth) return -1;
-  const canvas = document.createElement('canvas');
-  canvas.width = img.naturalWidth; canvas.height = img.naturalHeight;
-  const context = canvas.getContext('2d');
-  context.drawImage(img, 0, 0);
-  const data = context.getImageData(0, 0, canvas.width, canvas.height).data;
-  let sum = 0;
-  for (let i = 0; i < data.length; i += 4) sum += data[i];
-  return sum / (data.length / 4);
-}"""
+    page.wait_for_function(f"() => (({PREVIEW_IMAGE})() || {{mean: 0}}).mean > {first_pixels + 80}", timeout=20_000)
