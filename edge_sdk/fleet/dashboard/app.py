@@ -285,14 +285,15 @@ async def _event_stream(
             if first or dashboard.rollouts.stamp() != rollouts_stamp:
                 rollouts_stamp = dashboard.rollouts.stamp()
                 yield _event("rollouts", await asyncio.to_thread(_rollouts_json, dashboard))
+        elif page == "device":
+            stamp = dashboard.view.stamp_of(str(detail))
+            if stamp > seq:
+                seq = stamp
+                yield _event("device", dashboard.view.device_detail(str(detail)))
         else:
-            now_seq, views = dashboard.view.changes_since(seq, selector)
-            if page == "device":
-                if any(view["id"] == detail for view in views):
-                    yield _event("device", dashboard.view.device_detail(str(detail)))
-            elif views or first:
+            seq, views = dashboard.view.changes_since(seq, selector)
+            if views or first:
                 yield _event("devices", {"devices": views, "full": first})
-            seq = now_seq
         first = False
         if time.monotonic() >= next_status:
             next_status = time.monotonic() + STATUS_EVERY_S

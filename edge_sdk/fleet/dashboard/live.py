@@ -127,6 +127,11 @@ class FleetView:
             self._changed.wait_for(lambda: self._seq > seq, timeout)
             return self._seq
 
+    def stamp_of(self, device: str) -> int:
+        """The sequence number of the device's last change (0: never seen)."""
+        with self._lock:
+            return self._stamps.get(device, 0)
+
     def changes_since(self, seq: int, selector: TargetSelector | None = None) -> tuple[int, list[dict[str, Any]]]:
         """(the current sequence number, the views of the devices changed after `seq` that `selector` keeps)."""
         with self._lock:
