@@ -24,9 +24,9 @@ demo: $(VENV)/.runtime $(DEMO_VIDEO)
 	$(BIN)/edge-sdk run pipelines/demo.yaml
 
 # Tests start private brokers (mosquitto), RTSP servers (rtsp-server-perl) and a headless browser
-# (chromium, for the preview sink); install Debian's packages when missing and we are root (one
-# apt-get update), otherwise say what to run.
-SYSTEM_DEPS := mosquitto:/usr/sbin/mosquitto rtsp-server-perl:/usr/bin/rtsp-server-perl chromium:/usr/bin/chromium
+# (chromium, for the preview sink and the dashboard), and check systemd units (systemd-analyze);
+# install Debian's packages when missing and we are root (one apt-get update), otherwise say what to run.
+SYSTEM_DEPS := mosquitto:/usr/sbin/mosquitto rtsp-server-perl:/usr/bin/rtsp-server-perl chromium:/usr/bin/chromium systemd:/usr/bin/systemd-analyze
 system-deps:
 	@missing=""; \
 	for dep in $(SYSTEM_DEPS); do \

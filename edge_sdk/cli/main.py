@@ -39,6 +39,12 @@ COMMANDS: dict[str, tuple[str, ...]] = {
         "edge_sdk.cli.fleet_dashboard_commands",
     ),
     "agent": ("edge_sdk.cli.agent_commands", "agent"),
+    "device": (
+        "edge_sdk.cli.device_group",
+        "device",
+        "edge_sdk.cli.device_commands",
+        "edge_sdk.cli.device_enroll_commands",
+    ),
 }
 """Each command: its module and name, then the modules that add its subcommands. Only the command in
 use is imported, so `edge-sdk run` loads neither the fleet, the graph tools (onnx) nor the INT8 toolkit."""
