@@ -210,18 +210,17 @@ def test_a_missing_source_file_fails_before_anything_changes(tmp_path: Path, pro
     assert not (tmp_path / "box").exists()
 
 
-def test_claim_mode_copies_the_claim_identity_and_passes_its_settings(tmp_path: Path, provision_file: Path) -> None:
+def test_claim_mode_copies_the_claim_identity_for_enrollment(tmp_path: Path, provision_file: Path) -> None:
     source = provision_file.parent
     (source / "claim.pem").write_text("CLAIM\n")
     (source / "claim.key").write_text("CLAIMKEY\n")
     text = PROVISION.replace("{ca: ca.pem, cert: cam-001.pem, key: cam-001.key}", "{ca: ca.pem}")
-    provision_file.write_text(text + "claim: {cert: claim.pem, key: claim.key, settings: {serial: SN-7}}\n")
+    provision_file.write_text(text + "claim: {cert: claim.pem, key: claim.key}\n")
     box = tmp_path / "box"
     code, output = run("device", "provision", "--config", str(provision_file), "--root", str(box))
     assert code == 0, output
     assert (box / "etc/edge-sdk/tls/claim.key").read_text() == "CLAIMKEY\n"
     assert not (box / "etc/edge-sdk/tls/device.key").exists(), "the box makes its own key when it enrolls"
-    assert "serial: SN-7" in (box / "etc/edge-sdk/enroll.yaml").read_text()
     assert load_agent_config(box / "etc/edge-sdk/agent.yaml").device_id == "cam-001"
 
 

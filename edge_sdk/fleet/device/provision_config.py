@@ -7,7 +7,7 @@ Relative paths in the file are relative to the file's folder, like agent.yaml's.
 from __future__ import annotations
 
 from pathlib import Path, PurePosixPath
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -23,7 +23,6 @@ SERVICE_GROUPS = ("video", "render")
 CONFIG_DIR = PurePosixPath("/etc/edge-sdk")
 STATE_DIR = PurePosixPath("/var/lib/edge-sdk")
 AGENT_CONFIG = CONFIG_DIR / "agent.yaml"
-ENROLL_CONFIG = CONFIG_DIR / "enroll.yaml"
 PIPELINES_DIR = CONFIG_DIR / "pipelines"
 TLS_DIR = CONFIG_DIR / "tls"
 TRUSTED_KEYS_DIR = CONFIG_DIR / "trusted-keys"
@@ -67,12 +66,9 @@ class TlsSources(_Strict):
         return self
 
 
-class ClaimSettings(_Strict):
+class ClaimFiles(_Strict):
     cert: Path = Field(description="The claim certificate, copied to /etc/edge-sdk/tls/claim.pem.")
     key: Path = Field(description="Its private key, copied to tls/claim.key (mode 0640).")
-    settings: dict[str, Any] = Field(
-        default_factory=dict, description="Passed as they are to `edge-sdk device enroll` (/etc/edge-sdk/enroll.yaml)."
-    )
 
 
 class PipelineEntry(_Strict):
@@ -89,7 +85,7 @@ class ProvisionConfig(_Strict):
     )
     broker: BrokerTarget
     tls: TlsSources
-    claim: ClaimSettings | None = Field(None, description="Enrollment by claim certificate (docs/enrollment.md).")
+    claim: ClaimFiles | None = Field(None, description="Enrollment by claim certificate (docs/enrollment.md).")
     labels: dict[Identifier, Annotated[str, Field(max_length=256)]] = Field(default_factory=dict)
     profile: Identifier = Field("auto", description="A device profile name, or 'auto' to detect this host's.")
     pipelines: list[PipelineEntry] = Field(default_factory=list, description="Pipelines to run as services.")

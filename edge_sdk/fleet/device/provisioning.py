@@ -29,7 +29,6 @@ from .provision_config import (
     AGENT_UNIT,
     CONFIG_DIR,
     ENGINE_CACHE_DIR,
-    ENROLL_CONFIG,
     PIPELINE_UNIT,
     PIPELINES_DIR,
     SERVICE_USER,
@@ -121,9 +120,9 @@ def apply(steps: list[Step], root: Path) -> Iterator[tuple[Step, Outcome]]:
 def _folders() -> list[OwnedPath]:
     state = {"user": SERVICE_USER, "group": SERVICE_USER}
     return [
-        OwnedPath(CONFIG_DIR, 0o755),
-        OwnedPath(PIPELINES_DIR, 0o755),
-        OwnedPath(TRUSTED_KEYS_DIR, 0o755),
+        OwnedPath(CONFIG_DIR, 0o750, group=SERVICE_USER),
+        OwnedPath(PIPELINES_DIR, 0o750, group=SERVICE_USER),
+        OwnedPath(TRUSTED_KEYS_DIR, 0o750, group=SERVICE_USER),
         OwnedPath(TLS_DIR, 0o750, group=SERVICE_USER),
         OwnedPath(STATE_DIR, 0o750, **state),
         OwnedPath(STORE_DIR, 0o750, **state),
@@ -184,14 +183,6 @@ def _configs(config: ProvisionConfig, profile: str) -> Iterator[WriteFile]:
     text = header + yaml.safe_dump(agent_config_data(config, device_id, profile), sort_keys=False)
     _validate_agent_config(text)
     yield WriteFile(OwnedPath(AGENT_CONFIG, 0o640, group=SERVICE_USER), text.encode())
-    if config.claim is not None:
-        enroll = {
-            "claim_cert_file": str(TLS_DIR / "claim.pem"),
-            "claim_key_file": str(TLS_DIR / "claim.key"),
-            **config.claim.settings,
-        }
-        text = header + yaml.safe_dump(enroll, sort_keys=False)
-        yield WriteFile(OwnedPath(ENROLL_CONFIG, 0o640, group=SERVICE_USER), text.encode())
 
 
 def host_device_id() -> str:
