@@ -1,4 +1,8 @@
-"""`edge-sdk agent --config agent.yaml`: run the device agent until SIGTERM / SIGINT."""
+"""`edge-sdk agent --config agent.yaml`: run the device agent until SIGTERM / SIGINT.
+
+Under a Type=notify systemd unit (deploy/systemd/edge-sdk-agent.service) `run_agent` tells systemd
+READY=1, WATCHDOG=1 and STOPPING=1 through $NOTIFY_SOCKET (edge_sdk.core.systemd_notify).
+"""
 
 from __future__ import annotations
 

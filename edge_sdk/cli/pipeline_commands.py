@@ -19,6 +19,7 @@ from rich.live import Live
 from rich.markup import escape
 
 from edge_sdk.core.status import StatusEvent, StatusKind
+from edge_sdk.core.systemd_notify import SystemdNotifier
 from edge_sdk.pipeline.config import PipelineConfig, load_pipeline
 from edge_sdk.pipeline.metrics import RunSummary
 from edge_sdk.pipeline.run import run_pipeline
@@ -153,7 +154,17 @@ def _run(
     try:
         if live:
             live.start()
-        return run_pipeline(config, profile, ctx.cache, stop=signals.stop, on_status=on_status, on_snapshot=on_snapshot)
+        # Under a Type=notify systemd unit (deploy/systemd/edge-sdk-pipeline@.service): READY, WATCHDOG, STOPPING.
+        notifier = SystemdNotifier.from_environment()
+        return run_pipeline(
+            config,
+            profile,
+            ctx.cache,
+            stop=signals.stop,
+            on_status=on_status,
+            on_snapshot=on_snapshot,
+            notifier=notifier,
+        )
     finally:
         if live:
             live.stop()

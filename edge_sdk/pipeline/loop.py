@@ -15,6 +15,7 @@ from edge_sdk.core.errors import SourceError
 from edge_sdk.core.preprocess import frame_feed
 from edge_sdk.core.results import Result
 from edge_sdk.core.status import StatusCallback, StatusEvent, StatusKind, ignore_status
+from edge_sdk.core.systemd_notify import SystemdNotifier
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.pipeline.engine_setup import open_cascade, prepare_models
 from edge_sdk.pipeline.slo import check_slo
@@ -41,6 +42,7 @@ def run_inline(
     stop: threading.Event | None = None,
     on_result: Callable[[Result], None] | None = None,
     on_status: StatusCallback = ignore_status,
+    notifier: SystemdNotifier | None = None,
 ) -> RunSummary:
     """Run until every source ends (or `stop` is set); returns frame count, FPS, latencies and the
     frames each source skipped.
@@ -51,6 +53,7 @@ def run_inline(
     others go on, and the summary's `source_failures` says which failed and why.
     """
     stop = stop or threading.Event()
+    notifier = notifier or SystemdNotifier(None)  # systemd's, under `edge-sdk run` (see run_pipeline)
     on_status = logged(on_status)
     sources = [create_source(spec, config.base_dir, on_status=on_status, stop=stop) for spec in config.sources]
     latencies = LatencyRecorder()
@@ -66,6 +69,7 @@ def run_inline(
         models = prepare_models(config, profile, cache)
         check_slo(models.primary, models.engine_input, config.runtime.latency_slo_ms)
         on_status(StatusEvent(StatusKind.PIPELINE_STARTED, config.name))
+        notifier.ready(f"pipeline {config.name} started")
         feed = frame_feed(models.preprocess, models.engine_input)
         postprocess = build_postprocessor(config.postprocess)
         engine = stack.enter_context(models.primary.open())
@@ -115,6 +119,7 @@ def run_inline(
         source_failures: dict[str, str] = {}
         started = time.perf_counter()
         while active and not stop.is_set():
+            notifier.watchdog_if_due()  # a source read or an engine call that hangs stops the pings
             for source in list(active):
                 if stop.is_set():
                     break
@@ -137,7 +142,10 @@ def run_inline(
                 frames += delivered()
         # Frames sent away come back by their deadline at the latest (the dispatch falls back to this
         # engine); updates of delivered frames (escalation) come or are given up by theirs.
+        if stop.is_set():
+            notifier.stopping(f"pipeline {config.name} draining")
         while in_flight or dispatch.in_flight:
+            notifier.watchdog_if_due()
             frames += delivered(wait_s=0.05)
         seconds = time.perf_counter() - started
         skipped: dict[str, int] = {}

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 
 from edge_sdk.core.results import Result
 from edge_sdk.core.status import StatusCallback, ignore_status
+from edge_sdk.core.systemd_notify import SystemdNotifier
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.profiles import DeviceProfile
 from edge_sdk.sinks import check_sinks
@@ -28,13 +29,20 @@ def run_pipeline(
     stop: threading.Event | None = None,
     on_status: StatusCallback = ignore_status,
     on_snapshot: Callable[[RuntimeSnapshot], None] | None = None,
+    notifier: SystemdNotifier | None = None,
 ) -> RunSummary:
-    """Stage processes over shared memory (runtime.mode: processes, the default) or one loop (inline)."""
+    """Stage processes over shared memory (runtime.mode: processes, the default) or one loop (inline).
+
+    `notifier` (`edge-sdk run` passes systemd's, edge_sdk.core.systemd_notify) is told READY=1 when the
+    pipeline has started, WATCHDOG=1 from the runtime's loop and STOPPING=1 when it drains.
+    """
     check_sinks(config.sinks)
     if config.runtime.mode == "inline":
-        return run_inline(config, profile, cache, stop=stop, on_status=on_status)
+        return run_inline(config, profile, cache, stop=stop, on_status=on_status, notifier=notifier)
     if config.runtime.prometheus is None:
-        return PipelineRuntime(config, profile, cache, on_status=on_status, on_snapshot=on_snapshot).run(stop)
+        return PipelineRuntime(
+            config, profile, cache, on_status=on_status, on_snapshot=on_snapshot, notifier=notifier
+        ).run(stop)
     exporter = PrometheusExporter(config.runtime.prometheus.port, config.runtime.prometheus.address)
 
     def publish(snapshot: RuntimeSnapshot) -> None:
@@ -43,7 +51,9 @@ def run_pipeline(
             on_snapshot(snapshot)
 
     try:
-        return PipelineRuntime(config, profile, cache, on_status=on_status, on_snapshot=publish).run(stop)
+        return PipelineRuntime(config, profile, cache, on_status=on_status, on_snapshot=publish, notifier=notifier).run(
+            stop
+        )
     finally:
         exporter.close()
 

@@ -15,11 +15,11 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from edge_sdk.core.errors import EdgeSDKError
 from edge_sdk.core.status import StatusCallback, StatusEvent, StatusKind, ignore_status
+from edge_sdk.core.systemd_notify import SystemdNotifier
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.pipeline.engine_setup import PreparedModels, prepare_models
 from edge_sdk.pipeline.slo import check_slo
@@ -36,6 +36,7 @@ from .metrics import RunSummary
 from .output_tally import OutputTally
 from .shared_segments import new_run_token, remove_stale_segments, segment_name
 from .snapshot import RuntimeSnapshot, StageView
+from .stage_record import Stage as _Stage
 from .stage_start import stage_context, start_stage_server, started_without_stop_signals
 from .stages import (
     CapturePlan,
@@ -62,17 +63,6 @@ OUTPUT_OWNER = 2000
 WORKER_OWNER = 1000
 
 
-@dataclass
-class _Stage:
-    view: StageView
-    owner_id: int
-    target: Callable[[Any], None]
-    plan: Any
-    budget: RestartBudget
-    process: Any = None
-    finished: bool = False
-
-
 class PipelineRuntime:
     def __init__(
         self,
@@ -81,8 +71,11 @@ class PipelineRuntime:
         cache: EngineCache | None = None,
         on_status: StatusCallback = ignore_status,
         on_snapshot: Callable[[RuntimeSnapshot], None] | None = None,
+        notifier: SystemdNotifier | None = None,
     ):
         self.config = config
+        self.notifier = notifier or SystemdNotifier(None)
+        """systemd's (`edge-sdk run` under a Type=notify unit): READY at the start, WATCHDOG from the loop."""
         self.profile = profile
         self.cache = cache
         self.on_status = on_status
@@ -120,6 +113,7 @@ class PipelineRuntime:
         models = prepare_models(self.config, self.profile, self.cache)
         check_slo(models.primary, models.engine_input, self.config.runtime.latency_slo_ms)
         self.on_status(StatusEvent(StatusKind.PIPELINE_STARTED, self.config.name))
+        self.notifier.ready(f"pipeline {self.config.name} started")
         started = time.monotonic()
         try:
             channels = self._open_channels()
@@ -236,8 +230,10 @@ class PipelineRuntime:
         next_snapshot = time.monotonic()
         while True:
             self._receive_reports(SUPERVISE_SECONDS)
+            self.notifier.watchdog_if_due()
             if (stop.is_set() or self._failure) and stopping_since is None:
                 stopping_since = time.monotonic()
+                self.notifier.stopping(f"pipeline {self.config.name} draining")
                 control.stop.set()
                 self._kill_starting()
             for stage in self._stages:

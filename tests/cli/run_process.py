@@ -126,13 +126,14 @@ def built_engine_cache(tmp_path_factory: pytest.TempPathFactory, model: Path) ->
     return cache
 
 
-def start_run(pipeline: Path, cache: Path, *options: str) -> RunningCli:
+def start_run(pipeline: Path, cache: Path, *options: str, env: dict[str, str] | None = None) -> RunningCli:
+    """`edge-sdk run` on the x86-cpu profile with `cache` as its engine cache (and `env` added to its environment)."""
     process = subprocess.Popen(
         [EDGE_SDK, "run", str(pipeline), "--profile", "x86-cpu", *options],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "EDGE_SDK_CACHE_DIR": str(cache), "COLUMNS": "300"},
+        env={**os.environ, "EDGE_SDK_CACHE_DIR": str(cache), "COLUMNS": "300", **(env or {})},
         start_new_session=True,
     )
     return RunningCli(process)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 
 from edge_sdk.mqtt import AckTimeoutError, ConnectionEvent, ConnectionState, Message, MessageHandler
@@ -42,6 +43,8 @@ class AgentInbox:
         self._remove_listener: Callable[[], None] | None = None
         self.handled = 0
         """Jobs the worker has run, failed ones included."""
+        self._busy_since: float | None = None
+        """When the job the worker runs now began (time.monotonic); None while it waits."""
 
     def start(self) -> None:
         self._worker = threading.Thread(target=self._work, name=self._name, daemon=True)
@@ -54,6 +57,14 @@ class AgentInbox:
         self._queue.put((_STOP, None))
         if self._worker is not None:
             self._worker.join(timeout)
+
+    def alive(self, hung_after_s: float) -> bool:
+        """The worker runs and is not stuck: it waits for a job, or its current job began less than
+        `hung_after_s` ago (the agent's systemd watchdog pings only while this holds)."""
+        if self._worker is None or not self._worker.is_alive():
+            return False
+        busy_since = self._busy_since
+        return busy_since is None or time.monotonic() - busy_since < hung_after_s
 
     def submit(self, kind: str, job: Callable[[], None]) -> None:
         """Run `job` on the worker after everything queued before it (`kind` names it in the log)."""
@@ -110,9 +121,11 @@ class AgentInbox:
             kind, job = self._queue.get()
             if job is None:
                 return
+            self._busy_since = time.monotonic()
             try:
                 job()
             except Exception:  # the agent outlives any one message
                 log.exception("agent: handling a %s message failed", kind)
             finally:
+                self._busy_since = None
                 self.handled += 1
