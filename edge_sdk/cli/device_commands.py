@@ -4,8 +4,9 @@ installed and running on it."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -17,13 +18,17 @@ from .device_group import device
 
 __all__ = ["device"]
 
-_ROOT = click.option(
-    "--root",
-    type=click.Path(path_type=Path, file_okay=False),
-    default=Path("/"),
-    show_default=True,
-    help="The box's file system: another folder is provisioned as if it were / (no user made, nothing started).",
-)
+FC = TypeVar("FC", bound=Callable[..., Any])
+
+
+def _root_option(help_text: str) -> Callable[[FC], FC]:
+    return click.option(
+        "--root",
+        type=click.Path(path_type=Path, file_okay=False),
+        default=Path("/"),
+        show_default=True,
+        help=help_text,
+    )
 
 
 @device.command("provision")
@@ -34,7 +39,7 @@ _ROOT = click.option(
     type=click.Path(path_type=Path, dir_okay=False),
     help="provision.yaml: device id, broker, TLS files, profile, pipelines (docs/provision.md).",
 )
-@_ROOT
+@_root_option("The box's file system: another folder is provisioned as if it were / (no user made, nothing started).")
 @click.option("--dry-run", is_flag=True, help="Print each step and whether it would change anything; change nothing.")
 def provision(config_path: Path, root: Path, dry_run: bool) -> None:
     """Create the folders, the user, agent.yaml and the services of this box, and enable them (idempotent)."""
@@ -60,7 +65,7 @@ def provision(config_path: Path, root: Path, dry_run: bool) -> None:
 
 
 @device.command("status")
-@_ROOT
+@_root_option("The box's file system: another folder (provisioned with --root) is read as if it were /.")
 @click.option("--json", "as_json", is_flag=True, help="Print the status as one JSON object.")
 def status(root: Path, as_json: bool) -> None:
     """What is installed (folders, user, agent.yaml, units), what runs, and the enrollment state."""
