@@ -8,6 +8,8 @@ Writes into OUT:
     devices/<id>.pem, .key      one per --device: the common name is the device id (its MQTT user name)
     operators/<id>.pem, .key    one per --operator (list each in the broker's acl as "user <id>")
     workers/<id>.pem, .key      one per --worker, a cloud offload worker (list each in the acl as "user <id>")
+    claims/<name>.pem, .key     one per --claim (claim-<batch>): shipped on every box of a batch, it may only ask
+                                to enroll (docs/enrollment.md); add the acl block this script prints
 Run it again with more --device options to add devices to the same fleet. Existing certificates
 are kept unless --force is given. Needs the `cryptography` package (a dependency of edge-sdk).
 """
@@ -19,6 +21,8 @@ import sys
 from pathlib import Path
 
 from edge_sdk.core.errors import ConfigError
+from edge_sdk.fleet.operator.broker_config import CLAIM_ACL
+from edge_sdk.fleet.wire.enrollment import check_claim_name, check_device_name
 from edge_sdk.mqtt.certificates import CertificateAuthority
 from edge_sdk.mqtt.topics import check_identity
 
@@ -31,6 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", action="append", default=[], help="device id (repeatable)")
     parser.add_argument("--operator", action="append", default=[], help="operator identity (repeatable)")
     parser.add_argument("--worker", action="append", default=[], help="cloud offload worker identity (repeatable)")
+    parser.add_argument(
+        "--claim", action="append", default=[], help="claim identity claim-<batch>, shared by a batch of boxes"
+    )
     parser.add_argument("--days", type=int, default=825, help="validity of the broker, device, operator certificates")
     parser.add_argument("--ca-days", type=int, default=3650, help="validity of a new CA")
     parser.add_argument("--force", action="store_true", help="replace certificates that exist already")
@@ -39,6 +46,10 @@ def main(argv: list[str] | None = None) -> int:
         roles = [set(args.device), set(args.operator), set(args.worker)]
         for name in set().union(*roles):
             check_identity(name)
+        for name in args.device:
+            check_device_name(name)
+        for name in args.claim:
+            check_claim_name(name)
         clash = (roles[0] & roles[1]) | (roles[0] & roles[2]) | (roles[1] & roles[2])
         if clash:
             raise ConfigError(f"expected device, operator and worker names to differ, got {sorted(clash)} in two roles")
@@ -72,13 +83,23 @@ def issue(args: argparse.Namespace) -> list[str]:
     if (args.broker_host or args.broker_ip) and wanted(out / "broker.pem"):
         ca.issue_server(out / "broker.pem", out / "broker.key", args.broker_host, args.broker_ip, args.days)
         made.append(f"made    {out / 'broker.pem'} for {', '.join([*args.broker_host, *args.broker_ip])}")
-    for folder, names in (("devices", args.device), ("operators", args.operator), ("workers", args.worker)):
+    folders = (("devices", args.device), ("operators", args.operator), ("workers", args.worker), ("claims", args.claim))
+    for folder, names in folders:
         for name in names:
             cert_file = out / folder / f"{name}.pem"
             if wanted(cert_file):
                 ca.issue_client(name, cert_file, out / folder / f"{name}.key", args.days)
                 made.append(f"made    {cert_file}")
+    for name in args.claim:
+        made.append(f"acl     add this block to the broker's acl unless it is there:\n{claim_acl(name)}")
     return made
+
+
+def claim_acl(name: str) -> str:
+    """The broker's acl block for claim certificate `name`: enrollment requests out and its answers in, nothing
+    else (the denials override the device patterns, which would otherwise give it an edge/<name>/ tree)."""
+    check_claim_name(name)
+    return f"user {name}\n" + CLAIM_ACL.format(claim=name)
 
 
 if __name__ == "__main__":

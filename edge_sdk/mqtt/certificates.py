@@ -127,12 +127,38 @@ class CertificateAuthority:
         days: int,
     ) -> IssuedCertificate:
         key = ec.generate_private_key(ec.SECP256R1())
+        certificate = self._certificate(common_name, key.public_key(), usage, names, days)
+        _write(cert_file, certificate.public_bytes(serialization.Encoding.PEM), 0o644)
+        _write(key_file, _key_pem(key), 0o600)
+        return IssuedCertificate(common_name=common_name, cert_file=cert_file, key_file=key_file)
+
+    def sign_client_csr(
+        self, csr: x509.CertificateSigningRequest, common_name: str, days: int = 825
+    ) -> x509.Certificate:
+        """A client certificate for the key of `csr` (enrollment: the key never left the box), named
+        `common_name` whatever the CSR asks, with the same usage and validity rules as `issue_client`."""
+        check_identity(common_name)
+        if not csr.is_signature_valid:
+            raise ConfigError("the CSR's signature does not match its public key")
+        public_key = csr.public_key()
+        if not isinstance(public_key, ec.EllipticCurvePublicKey):
+            raise ConfigError(f"expected an EC public key in the CSR, got {type(public_key).__name__}")
+        return self._certificate(common_name, public_key, ExtendedKeyUsageOID.CLIENT_AUTH, [], days)
+
+    def _certificate(
+        self,
+        common_name: str,
+        public_key: ec.EllipticCurvePublicKey,
+        usage: x509.ObjectIdentifier,
+        names: list[x509.GeneralName],
+        days: int,
+    ) -> x509.Certificate:
         now = _now()
         builder = (
             x509.CertificateBuilder()
             .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
             .issuer_name(self.certificate.subject)
-            .public_key(key.public_key())
+            .public_key(public_key)
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(minutes=5))
             .not_valid_after(min(now + datetime.timedelta(days=days), self.certificate.not_valid_after_utc))
@@ -143,10 +169,7 @@ class CertificateAuthority:
         )
         if names:
             builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
-        certificate = builder.sign(self.key, hashes.SHA256())
-        _write(cert_file, certificate.public_bytes(serialization.Encoding.PEM), 0o644)
-        _write(key_file, _key_pem(key), 0o600)
-        return IssuedCertificate(common_name=common_name, cert_file=cert_file, key_file=key_file)
+        return builder.sign(self.key, hashes.SHA256())
 
 
 def _now() -> datetime.datetime:

@@ -304,8 +304,9 @@ class FleetBroker:
         if identity is None:
             tls = TlsSettings(ca_file=ca_file)
         else:
+            folders = ("devices", "operators", "claims")
             folder = next(
-                (f for f in (self.etc_dir / "devices", self.etc_dir / "operators") if (f / f"{identity}.pem").exists()),
+                (self.etc_dir / f for f in folders if (self.etc_dir / f / f"{identity}.pem").exists()),
                 None,
             )
             if folder is None:
@@ -316,17 +317,26 @@ class FleetBroker:
         return self.broker.settings(**{"tls": tls, **overrides})
 
 
-def start_fleet_broker(factory: BrokerFactory, devices: list[str], operators: list[str]) -> FleetBroker:
-    """deploy/mosquitto as shipped: certificates from its make_certs.py, its acl file, its mosquitto.conf."""
+def start_fleet_broker(
+    factory: BrokerFactory, devices: list[str], operators: list[str], claims: list[str] | None = None
+) -> FleetBroker:
+    """deploy/mosquitto as shipped: certificates from its make_certs.py, its acl file, its mosquitto.conf.
+
+    `claims` are claim identities (claim-<batch>); the acl gets make_certs' block for those it lacks."""
     folder = factory.folder / f"fleet-{len(factory.brokers)}"
     etc_dir = folder / "etc"
     make_certs = load_deploy_script("make_certs")
     args = [str(etc_dir), "--broker-host", "localhost", "--broker-ip", "127.0.0.1", "--days", "1"]
     args += [arg for name in devices for arg in ("--device", name)]
     args += [arg for name in operators for arg in ("--operator", name)]
+    args += [arg for name in claims or [] for arg in ("--claim", name)]
     if make_certs.main(args) != 0:
         raise RuntimeError("deploy/mosquitto/make_certs.py failed")
-    shutil.copyfile(DEPLOY_MOSQUITTO / "acl", etc_dir / "acl")
+    acl = (DEPLOY_MOSQUITTO / "acl").read_text()
+    for name in claims or []:
+        if f"\nuser {name}\n" not in acl:
+            acl += "\n" + make_certs.claim_acl(name)
+    (etc_dir / "acl").write_text(acl)
     broker = factory(folder=folder, config=lambda b: deployed_config(b, etc_dir))
     return FleetBroker(broker=broker, etc_dir=etc_dir)
 

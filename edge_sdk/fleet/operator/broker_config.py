@@ -41,12 +41,25 @@ names the topics, not the `$share/<group>/` filter: Mosquitto 2.0 grants every s
 checks "read" at delivery against the message's own topic), every device's response topic, and its
 own load report (cloud_offload/protocol.py has the topics)."""
 
+CLAIM_ACL = """\
+topic write edge/enroll/{claim}/+/request
+topic read edge/enroll/{claim}/+/response
+topic deny edge/{claim}/#
+topic deny offload/#
+"""
+"""What one claim identity (`claim-<batch>`, shared by a batch of boxes) may use, below its `user` line:
+enrollment requests out and their answers in, on its own enrollment tree only. The denials are checked
+before the device patterns, which would otherwise give it a device tree edge/<claim>/ and the load
+reports (docs/enrollment.md)."""
+
+DEFAULT_CLAIM = "claim-factory"
+
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 
 
-def acl_text(operators: Sequence[str], workers: Sequence[str] = ()) -> str:
+def acl_text(operators: Sequence[str], workers: Sequence[str] = (), claims: Sequence[str] = (DEFAULT_CLAIM,)) -> str:
     """The ACL file: the device patterns, every operator allowed everything below edge/, then each
-    offload worker's rules."""
+    offload worker's rules, then each claim identity's (enrollment only)."""
     lines = [
         "# edge_sdk fleet ACL: %u is the common name of the client certificate (use_identity_as_username).",
         "# Devices: each one only below edge/<its name>/; everybody reads the offload workers' load reports.",
@@ -59,6 +72,10 @@ def acl_text(operators: Sequence[str], workers: Sequence[str] = ()) -> str:
         lines.append("# Offload workers: every device's requests and response topics, their own load report.")
     for name in workers:
         lines += [f"user {name}", WORKER_ACL.format(worker=name).rstrip("\n")]
+    if claims:
+        lines.append("# Claim certificates: enrollment requests and their answers only (docs/enrollment.md).")
+    for name in claims:
+        lines += [f"user {name}", CLAIM_ACL.format(claim=name).rstrip("\n")]
     return "\n".join(lines) + "\n"
 
 
