@@ -37,6 +37,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
         "edge_sdk.cli.fleet_commands",
         "edge_sdk.cli.fleet_keys_commands",
         "edge_sdk.cli.fleet_dashboard_commands",
+        "edge_sdk.cli.fleet_enroll_commands",
     ),
     "agent": ("edge_sdk.cli.agent_commands", "agent"),
     "device": (
