@@ -25,17 +25,28 @@ from edge_sdk.cli.main import cli
 from edge_sdk.fleet.device.agent_config import AgentConfig
 from edge_sdk.fleet.device.enrollment import Enroller, EnrollmentOptions, read_status
 from edge_sdk.fleet.operator.client import FleetOperator
-from edge_sdk.fleet.operator.enrollment import EnrollmentPolicy, EnrollmentService, EnrollmentStore, load_ca
+from edge_sdk.fleet.operator.enrollment import (
+    EnrollmentPolicy,
+    EnrollmentService,
+    EnrollmentStore,
+    RateLimit,
+    load_ca,
+    load_policy,
+)
 from edge_sdk.fleet.wire.enrollment import (
+    MAX_REQUEST_BYTES,
     REQUEST_FILTER,
+    EnrollmentFacts,
+    EnrollmentRequest,
     EnrollmentResponse,
+    decode_enrollment_response,
     decode_request,
     encode_enrollment,
     parse_request_topic,
     request_topic,
     response_topic,
 )
-from edge_sdk.fleet.wire.protocol import Presence, encode_message, utc_now
+from edge_sdk.fleet.wire.protocol import Presence, ProtocolError, ProtocolTooLargeError, encode_message, utc_now
 from edge_sdk.mqtt import MqttClient, PublishRejectedError, TlsSettings
 from edge_sdk.mqtt.certificates import CertificateAuthority
 from edge_sdk.mqtt.messages import Message
@@ -499,3 +510,60 @@ def test_certificate_authority_signs_a_csr_with_make_certs_parameters(tmp_path: 
     assert certificate.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == "cam-9"
     assert certificate.not_valid_after_utc <= ca.certificate.not_valid_after_utc
     assert not certificate.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+
+
+# ---------------------------------------------------------------- the policy
+
+
+def test_enrollment_policy_file_with_an_unknown_key_or_a_bad_value_says_file_and_line(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("serials: [SN-1]\nlabels: {site: lyon}\nrate_per_minute: 5\n")
+    with pytest.raises(Exception, match=r"policy\.yaml:3.*rate_per_minute"):
+        load_policy(policy)
+    policy.write_text("serials: [SN-1]\nrate_per_min: -1\n")
+    with pytest.raises(Exception, match=r"policy\.yaml:2"):
+        load_policy(policy)
+
+
+def test_enrollment_policy_matches_serial_patterns_labels_claims_and_the_device_id_rule() -> None:
+    key = ec.generate_private_key(ec.SECP256R1())
+    csr = (
+        x509.CertificateSigningRequestBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "cam-7")]))
+        .sign(key, hashes.SHA256())
+        .public_bytes(serialization.Encoding.PEM)
+        .decode()
+    )
+
+    def request(serial: str, labels: dict[str, str]) -> EnrollmentRequest:
+        facts = EnrollmentFacts(serial=serial, labels=labels)
+        return EnrollmentRequest(request_id="r" * 22, nonce="n" * 22, csr_pem=csr, facts=facts)
+
+    policy = EnrollmentPolicy(serials=["SN-2026-*"], labels={"site": "lyon"}, claims=[CLAIM], device_id="cam-{serial}")
+    assert policy.allows(request("SN-2026-7", {"site": "lyon", "line": "3"}), CLAIM) is None
+    assert "allow-list" in str(policy.allows(request("SN-2025-7", {"site": "lyon"}), CLAIM))
+    assert "site=lyon" in str(policy.allows(request("SN-2026-7", {"site": "paris"}), CLAIM))
+    assert "claim" in str(policy.allows(request("SN-2026-7", {"site": "lyon"}), OTHER_CLAIM))
+    assert policy.expected_device_id(request("SN-2026-7", {}), "cam-7") == "cam-SN-2026-7"
+
+
+def test_enrollment_rate_limit_allows_a_burst_then_one_per_interval() -> None:
+    now = [0.0]
+    limit = RateLimit(per_min=2, clock=lambda: now[0])
+    assert [limit.take(), limit.take(), limit.take()] == [True, True, False]
+    now[0] = 30.0
+    assert [limit.take(), limit.take()] == [True, False]
+
+
+def test_enrollment_messages_are_decoded_strictly() -> None:
+    good = EnrollmentResponse(request_id="r" * 22, nonce="n" * 22, status="pending", reason="wait")
+    assert decode_enrollment_response(encode_enrollment(good)) == good
+    data = json.loads(encode_enrollment(good))
+    with pytest.raises(ProtocolError, match="extra"):
+        decode_enrollment_response(json.dumps({**data, "extra": 1}).encode())
+    with pytest.raises(ProtocolError):
+        decode_enrollment_response(json.dumps({**data, "status": "maybe"}).encode())
+    with pytest.raises(ProtocolError):
+        decode_enrollment_response(b'{"request_id": "r", "request_id": "r"}')
+    with pytest.raises(ProtocolTooLargeError):
+        decode_request(b" " * (MAX_REQUEST_BYTES + 1))

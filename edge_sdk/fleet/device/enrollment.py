@@ -108,8 +108,11 @@ def read_serial(sources: tuple[Path, ...] = SERIAL_SOURCES) -> str:
     raise ConfigError(f"no serial number found in {', '.join(map(str, sources))}: give --serial")
 
 
-def load_or_create_key(path: Path) -> ec.EllipticCurvePrivateKey:
-    """The box's private key: read it when it exists, else make one and write it 0600 (never sent anywhere)."""
+def load_or_create_key(path: Path, group_of: Path | None = None) -> ec.EllipticCurvePrivateKey:
+    """The box's private key: read it when it exists, else make one and write it 0600 (never sent anywhere).
+
+    Run as root (`sudo edge-sdk device enroll`), the key gets the group of `group_of` (the claim key, which
+    `device provision` gives the agent's group) and mode 0640, so the agent's user can read it."""
     if path.exists():
         key = serialization.load_pem_private_key(path.read_bytes(), password=None)
         if not isinstance(key, ec.EllipticCurvePrivateKey):
@@ -123,6 +126,9 @@ def load_or_create_key(path: Path) -> ec.EllipticCurvePrivateKey:
     with os.fdopen(descriptor, "wb") as out:
         out.write(pem)
     os.chmod(temporary, 0o600)
+    if os.geteuid() == 0 and group_of is not None and group_of.exists() and group_of.stat().st_gid != 0:
+        os.chown(temporary, 0, group_of.stat().st_gid)
+        os.chmod(temporary, 0o640)
     temporary.replace(path)
     return key
 
@@ -207,7 +213,7 @@ class Enroller:
         self.ca_file, self.cert_file, self.key_file = tls.ca_file, tls.cert_file, tls.key_file
         self.device_id = check_device_name(self.config.device_id)
         self.claim = check_claim_name(_common_name(self.options.claim_cert))
-        self.key = load_or_create_key(self.key_file)
+        self.key = load_or_create_key(self.key_file, group_of=self.options.claim_key)
         self.request = EnrollmentRequest(
             request_id=new_token(),
             nonce=new_token(),
