@@ -7,7 +7,10 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import signal
 import stat
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -567,3 +570,38 @@ def test_enrollment_messages_are_decoded_strictly() -> None:
         decode_enrollment_response(b'{"request_id": "r", "request_id": "r"}')
     with pytest.raises(ProtocolTooLargeError):
         decode_request(b" " * (MAX_REQUEST_BYTES + 1))
+
+
+def test_enrollment_fleet_enroll_serve_command_signs_under_a_policy_and_stops_on_sigterm(
+    fleet: FleetBroker, tmp_path: Path
+) -> None:
+    # given `edge-sdk fleet enroll serve --auto` in its own process, with the operator's broker file and a policy
+    broker_file = tmp_path / "operator.yaml"
+    broker_file.write_text(json.dumps(fleet.settings("operator").model_dump(mode="json", exclude_none=True)))
+    policy_file = tmp_path / "policy.yaml"
+    policy_file.write_text("serials: ['SN-2*']\nlabels: {site: lyon}\n")
+    command = [
+        str(Path(sys.executable).with_name("edge-sdk")), "fleet", "enroll", "serve", "--broker", str(broker_file),
+        "--ca-dir", str(fleet.etc_dir), "--state", str(tmp_path / "state"), "--auto", "--policy", str(policy_file),
+    ]  # fmt: skip
+    server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    first = ""
+    try:
+        assert server.stdout is not None
+        first = server.stdout.readline()  # subscribed: a request sent before would find nobody listening
+        assert first.startswith("serving enrollment requests"), first
+        # when a box enrolls
+        enrolled = box(fleet, tmp_path / "box", "cam-201", "SN-201", timeout_s=30).run(once=True)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        output, _ = server.communicate(timeout=20)
+        output = first + output
+
+    # then it got its certificate, and the service said so when it stopped
+    assert enrolled, output
+    assert server.returncode == 0, output
+    assert "signed 1 certificate(s)" in output
+    listed = CliRunner().invoke(cli, ["fleet", "enroll", "list", "--state", str(tmp_path / "state"), "--json"])
+    assert [(r["serial"], r["state"], r["device_id"]) for r in json.loads(listed.output)] == [
+        ("SN-201", "enrolled", "cam-201")
+    ]
