@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -18,6 +19,7 @@ from click.testing import CliRunner
 
 from edge_sdk.cli.main import main
 from edge_sdk.fleet.device.agent_config import load_agent_config
+from edge_sdk.fleet.device.provision_steps import Step
 from edge_sdk.profiles import ProfileCatalog
 
 from ..conftest import REPO_ROOT
@@ -298,3 +300,44 @@ def test_the_units_installed_are_deploy_systemds(tmp_path: Path, provision_file:
         assert (box / "etc/systemd/system" / name).read_text() == shipped.replace(
             "/usr/local/bin/edge-sdk", str(EDGE_SDK)
         )
+
+
+def test_the_guides_provision_file_provisions_a_box_and_its_error_example_is_real(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    guide = (REPO_ROOT / "docs" / "provision.md").read_text()
+    (example,) = re.findall(r"```yaml\n(# provision\.yaml.*?)```", guide, re.S)
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("ca.pem", "cam-001.pem", "cam-001.key", "signing.pub", "people.yaml"):
+        (source / name).write_text(f"{name}\n")
+    (source / "provision.yaml").write_text(example)
+    box = tmp_path / "box"
+    code, output = run("device", "provision", "--config", str(source / "provision.yaml"), "--root", str(box))
+    assert code == 0, output
+    assert (
+        "ExecStart=/opt/edge-sdk/bin/edge-sdk agent" in (box / "etc/systemd/system/edge-sdk-agent.service").read_text()
+    )
+
+    (error,) = re.findall(r"^(error: provision\.yaml:\d+: .*)$", guide, re.M)
+    (source / "provision.yaml").write_text(example.replace("\nlabels:", "\nlabel:"))
+    monkeypatch.chdir(source)
+    code, output = run("device", "provision", "--config", "provision.yaml", "--root", str(box))
+    assert output.strip() == error
+
+
+def test_provisioning_this_machine_needs_root_and_says_so_in_one_line(
+    provision_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+
+    def never(step: Step, root: Path) -> None:
+        raise AssertionError(f"a step ran on this machine: {step.describe()}")
+
+    monkeypatch.setattr(Step, "apply", never)  # whatever happens, nothing here is changed
+    code, output = run("device", "provision", "--config", str(provision_file))
+    assert code == 2
+    assert output.strip().splitlines() == [
+        "error: provisioning this box writes /etc and /var/lib and creates a user: run it as root (sudo), "
+        "or give --root DIR to provision a folder"
+    ]
