@@ -341,3 +341,24 @@ def test_provisioning_this_machine_needs_root_and_says_so_in_one_line(
         "error: provisioning this box writes /etc and /var/lib and creates a user: run it as root (sudo), "
         "or give --root DIR to provision a folder"
     ]
+
+
+def test_a_claim_without_device_id_takes_the_host_name_and_a_claim_with_a_device_key_is_refused(
+    tmp_path: Path, provision_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = provision_file.parent
+    for name in ("claim.pem", "claim.key"):
+        (source / name).write_text(f"{name}\n")
+    claim = "claim: {cert: claim.pem, key: claim.key}\n"
+    no_id = PROVISION.replace("device_id: cam-001\n", "").replace(", cert: cam-001.pem, key: cam-001.key", "")
+    provision_file.write_text(no_id + claim)
+    monkeypatch.setattr("socket.gethostname", lambda: "box-17.local")
+    box = tmp_path / "box"
+    code, output = run("device", "provision", "--config", str(provision_file), "--root", str(box))
+    assert code == 0, output
+    assert load_agent_config(box / "etc/edge-sdk/agent.yaml").device_id == "box-17"
+
+    provision_file.write_text(PROVISION + claim)
+    code, output = run("device", "provision", "--config", str(provision_file), "--root", str(box))
+    assert code == 2
+    assert "provision.yaml:1: key '(top level)': Value error, expected 'claim' (the box makes its own key)" in output
