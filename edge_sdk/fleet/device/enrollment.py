@@ -27,6 +27,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from pydantic import ValidationError
 
 from edge_sdk import __version__
 from edge_sdk.core.errors import BrokerError, ConfigError, EdgeSDKError
@@ -218,12 +219,7 @@ class Enroller:
             request_id=new_token(),
             nonce=new_token(),
             csr_pem=make_csr(self.key, self.device_id),
-            facts=EnrollmentFacts(
-                serial=self.options.serial,
-                profile=self.config.profile,
-                labels=dict(self.config.labels),
-                sdk_version=__version__[:64],
-            ),
+            facts=_facts(self.options.serial, self.config),
         )
         self.status.device_id = self.device_id
 
@@ -352,6 +348,15 @@ class Enroller:
     def _record(self, state: State, error: str | None, next_retry_at: str | None = None) -> None:
         self.status.state, self.status.last_error, self.status.next_retry_at = state, error, next_retry_at
         self.status.write(self.options.state_file)
+
+
+def _facts(serial: str, config: AgentConfig) -> EnrollmentFacts:
+    try:
+        return EnrollmentFacts(
+            serial=serial, profile=config.profile, labels=dict(config.labels), sdk_version=__version__[:64]
+        )
+    except ValidationError as exc:
+        raise ConfigError(f"cannot describe this box for enrollment: {exc.errors()[0]['msg']} ({serial=})") from None
 
 
 def _common_name(cert_file: Path) -> str:
