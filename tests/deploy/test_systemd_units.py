@@ -19,6 +19,7 @@ from edge_sdk.pipeline.runtime import KILL_SECONDS
 UNITS = Path(__file__).resolve().parents[2] / "deploy" / "systemd"
 AGENT = UNITS / "edge-sdk-agent.service"
 PIPELINE = UNITS / "edge-sdk-pipeline@.service"
+ENROLL = UNITS / "edge-sdk-enroll.service"
 BINARY = "/usr/local/bin/edge-sdk"
 EDGE_SDK = str(Path(sys.executable).with_name("edge-sdk"))
 SYSTEMD_ANALYZE = shutil.which("systemd-analyze")
@@ -79,7 +80,9 @@ def verify(folder: Path, unit: Path, *, instance: str | None = None, edit: tuple
 
 
 @needs_systemd_analyze
-@pytest.mark.parametrize(("unit", "instance"), [(AGENT, None), (PIPELINE, None), (PIPELINE, "front-door")])
+@pytest.mark.parametrize(
+    ("unit", "instance"), [(AGENT, None), (PIPELINE, None), (PIPELINE, "front-door"), (ENROLL, None)]
+)
 def test_unit_passes_systemd_analyze_verify(tmp_path: Path, unit: Path, instance: str | None) -> None:
     said = verify(tmp_path, unit, instance=instance)
     assert said == "exit 0", f"systemd-analyze verify {unit.name} (instance {instance}) is not clean:\n{said}"
@@ -113,6 +116,17 @@ def test_unit_whose_binary_is_missing_fails_the_check(tmp_path: Path) -> None:
 def test_units_run_the_contract_commands() -> None:
     assert one(AGENT, "ExecStart") == f"{BINARY} agent --config /etc/edge-sdk/agent.yaml"
     assert one(PIPELINE, "ExecStart") == f"{BINARY} run /etc/edge-sdk/pipelines/%i.yaml"
+    assert one(ENROLL, "ExecStart") == f"{BINARY} device enroll --config /etc/edge-sdk/agent.yaml"
+
+
+def test_a_box_with_a_claim_enrolls_before_the_agent_starts_and_only_once() -> None:
+    enroll = settings(ENROLL)
+    assert "edge-sdk-agent.service" in one(ENROLL, "Before")
+    assert "edge-sdk-enroll.service" in one(AGENT, "Wants") and "edge-sdk-enroll.service" in one(AGENT, "After")
+    assert sorted(enroll["ConditionPathExists"]) == ["!/etc/edge-sdk/tls/device.pem", "/etc/edge-sdk/tls/claim.pem"]
+    assert one(ENROLL, "Type") == "oneshot" and one(ENROLL, "TimeoutStartSec") == "infinity"
+    assert one(ENROLL, "ReadWritePaths") == "/etc/edge-sdk/tls /var/lib/edge-sdk"
+    assert one(ENROLL, "WantedBy") == "multi-user.target"
 
 
 @pytest.mark.parametrize("unit", [AGENT, PIPELINE], ids=["agent", "pipeline"])

@@ -48,9 +48,11 @@ EXPECTED = {
     "etc/edge-sdk/trusted-keys/signing.pub",
     "etc/systemd/system/",
     "etc/systemd/system/edge-sdk-agent.service",
+    "etc/systemd/system/edge-sdk-enroll.service",
     "etc/systemd/system/edge-sdk-pipeline@.service",
     "etc/systemd/system/multi-user.target.wants/",
     "etc/systemd/system/multi-user.target.wants/edge-sdk-agent.service -> /etc/systemd/system/edge-sdk-agent.service",
+    "etc/systemd/system/multi-user.target.wants/edge-sdk-enroll.service -> /etc/systemd/system/edge-sdk-enroll.service",
     "etc/systemd/system/multi-user.target.wants/edge-sdk-pipeline@people.service"
     " -> /etc/systemd/system/edge-sdk-pipeline@.service",
     "var/lib/edge-sdk/",
@@ -166,13 +168,13 @@ def test_dry_run_prints_every_step_and_changes_nothing(tmp_path: Path, provision
     assert any(line.startswith("todo      folder /var/lib/edge-sdk/store") for line in lines)
     assert any(line.startswith("todo      file /etc/edge-sdk/agent.yaml") for line in lines)
     assert any("enable edge-sdk-pipeline@people.service" in line for line in lines)
-    assert lines[-1] == "dry run: 19 of 21 step(s) would change the box; nothing was changed"
+    assert lines[-1] == "dry run: 21 of 23 step(s) would change the box; nothing was changed"
 
     run("device", "provision", "--config", str(provision_file), "--root", str(box))
     before = snapshot(box)
     code, output = run("device", "provision", "--config", str(provision_file), "--root", str(box), "--dry-run")
     assert snapshot(box) == before
-    assert output.splitlines()[-1] == "dry run: 0 of 21 step(s) would change the box; nothing was changed"
+    assert output.splitlines()[-1] == "dry run: 0 of 23 step(s) would change the box; nothing was changed"
 
 
 @pytest.mark.parametrize(
@@ -264,10 +266,11 @@ def test_links_are_those_systemctl_enable_makes(tmp_path: Path, provision_file: 
     run("device", "provision", "--config", str(provision_file), "--root", str(ours))
     units = theirs / "etc/systemd/system"
     units.mkdir(parents=True)
-    for name in ("edge-sdk-agent.service", "edge-sdk-pipeline@.service"):
+    for name in ("edge-sdk-agent.service", "edge-sdk-enroll.service", "edge-sdk-pipeline@.service"):
         shutil.copy(ours / "etc/systemd/system" / name, units / name)
+    enabled = ["edge-sdk-agent.service", "edge-sdk-enroll.service", "edge-sdk-pipeline@people.service"]
     subprocess.run(
-        ["systemctl", f"--root={theirs}", "enable", "edge-sdk-agent.service", "edge-sdk-pipeline@people.service"],
+        ["systemctl", f"--root={theirs}", "enable", *enabled],
         check=True,
         capture_output=True,
     )
@@ -283,8 +286,9 @@ def test_installed_units_pass_systemd_analyze_verify(tmp_path: Path, provision_f
     check.mkdir()
     installed = box / "etc/systemd/system"
     shutil.copy(installed / "edge-sdk-agent.service", check / "edge-sdk-agent.service")
+    shutil.copy(installed / "edge-sdk-enroll.service", check / "edge-sdk-enroll.service")
     shutil.copy(installed / "edge-sdk-pipeline@.service", check / "edge-sdk-pipeline@people.service")
-    for name in ("edge-sdk-agent.service", "edge-sdk-pipeline@people.service"):
+    for name in ("edge-sdk-agent.service", "edge-sdk-enroll.service", "edge-sdk-pipeline@people.service"):
         done = subprocess.run(
             ["systemd-analyze", "verify", "--man=no", str(check / name)], capture_output=True, text=True, timeout=60
         )
@@ -295,7 +299,7 @@ def test_the_units_installed_are_deploy_systemds(tmp_path: Path, provision_file:
     box = tmp_path / "box"
     provision_file.write_text(PROVISION)  # no executable: the one beside this Python
     run("device", "provision", "--config", str(provision_file), "--root", str(box))
-    for name in ("edge-sdk-agent.service", "edge-sdk-pipeline@.service"):
+    for name in ("edge-sdk-agent.service", "edge-sdk-enroll.service", "edge-sdk-pipeline@.service"):
         shipped = (REPO_ROOT / "deploy/systemd" / name).read_text()
         assert (box / "etc/systemd/system" / name).read_text() == shipped.replace(
             "/usr/local/bin/edge-sdk", str(EDGE_SDK)

@@ -33,6 +33,9 @@ ENROLLMENT_STATE = STATE_DIR / "enrollment.json"
 UNIT_DIR = PurePosixPath("/etc/systemd/system")
 AGENT_UNIT = "edge-sdk-agent.service"
 PIPELINE_UNIT = "edge-sdk-pipeline@.service"
+ENROLL_UNIT = "edge-sdk-enroll.service"
+"""First-boot enrollment by claim: runs before the agent, and is skipped on a box without a claim
+certificate or with its own certificate already."""
 
 
 def on_box(root: Path, path: PurePosixPath) -> Path:

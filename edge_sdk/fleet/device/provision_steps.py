@@ -219,7 +219,8 @@ def systemd_running() -> bool:
 
 @dataclass(frozen=True)
 class StartUnits(Step):
-    """On the box itself, with systemd running: `systemctl daemon-reload`, then start what is not active."""
+    """On the box itself, with systemd running: `systemctl daemon-reload`, then start what is not active,
+    without waiting (the agent waits for a first-boot enrollment, which waits for the fleet)."""
 
     units: tuple[str, ...]
 
@@ -238,7 +239,7 @@ class StartUnits(Step):
 
     def change(self, root: Path) -> None:
         _run(["systemctl", "daemon-reload"])
-        _run(["systemctl", "start", *self.units])
+        _run(["systemctl", "start", "--no-block", *self.units])
 
 
 def _run(command: list[str], *, check: bool = True) -> int:

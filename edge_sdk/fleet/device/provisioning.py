@@ -29,6 +29,7 @@ from .provision_config import (
     AGENT_UNIT,
     CONFIG_DIR,
     ENGINE_CACHE_DIR,
+    ENROLL_UNIT,
     PIPELINE_UNIT,
     PIPELINES_DIR,
     SERVICE_USER,
@@ -90,19 +91,19 @@ def plan(
             steps.append(_copy(pipeline.file, OwnedPath(PIPELINES_DIR / f"{pipeline.name}.yaml", 0o644)))
     steps += list(_configs(config, profile))
     executable = config.executable or default_executable()
-    enabled = [AGENT_UNIT]
+    enabled = [ENROLL_UNIT, AGENT_UNIT]
     enabled += [pipeline_unit(p.name) for p in config.pipelines]
-    for unit in (AGENT_UNIT, PIPELINE_UNIT):
+    for unit in (ENROLL_UNIT, AGENT_UNIT, PIPELINE_UNIT):
         text = render_unit(read_unit(units_dir, unit), executable)
         steps.append(WriteFile(OwnedPath(UNIT_DIR / unit, 0o644), text.encode(), f"from {units_dir / unit}"))
     for unit in enabled:
-        template = unit if unit == AGENT_UNIT else PIPELINE_UNIT
+        template = unit if unit in (ENROLL_UNIT, AGENT_UNIT) else PIPELINE_UNIT
         targets = wanted_by(read_unit(units_dir, template))
         if not targets:
             raise ConfigError(f"{units_dir / template}: expected WantedBy= in its [Install] section, found none")
         steps += [EnableUnit(unit, UNIT_DIR / template, target) for target in targets]
-    if enabled:
-        steps.append(StartUnits(tuple(enabled)))
+    started = tuple(unit for unit in enabled if unit != ENROLL_UNIT)  # the agent's start pulls enrollment in
+    steps.append(StartUnits(started))
     return steps
 
 
