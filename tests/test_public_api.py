@@ -34,3 +34,10 @@ def test_importing_edge_sdk_loads_neither_onnxruntime_nor_paho_nor_opencv() -> N
 def test_an_unknown_name_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="not_a_name"):
         edge_sdk.not_a_name  # noqa: B018
+
+
+def test_every_lazy_name_of_edge_sdk_fleet_resolves() -> None:
+    import edge_sdk.fleet as fleet
+
+    for name in ("Agent", "run_agent", "AgentConfig", "load_agent_config"):
+        assert getattr(fleet, name).__name__ == name

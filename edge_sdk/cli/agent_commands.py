@@ -12,8 +12,8 @@ from pathlib import Path
 
 import click
 
-from edge_sdk.fleet.device.agent import run_agent
 from edge_sdk.fleet.device.agent_config import load_agent_config
+from edge_sdk.fleet.device.agent_service import run_agent
 
 
 @click.command("agent")

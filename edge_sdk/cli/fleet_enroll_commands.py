@@ -12,7 +12,9 @@ from typing import Any
 import click
 
 from edge_sdk.core.errors import ConfigError
-from edge_sdk.fleet.operator.enrollment import EnrollmentService, EnrollmentStore, load_ca, load_policy
+from edge_sdk.fleet.operator.enrollment import EnrollmentService, load_ca
+from edge_sdk.fleet.operator.enrollment_policy import load_policy
+from edge_sdk.fleet.operator.enrollment_store import EnrollmentStore
 from edge_sdk.fleet.wire.broker_file import load_broker_file
 from edge_sdk.mqtt import MqttClient
 

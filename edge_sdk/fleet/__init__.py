@@ -55,14 +55,15 @@ from edge_sdk.fleet.wire.versions import VersionState
 from .operator.client import DeviceRecord, FleetOperator
 
 if TYPE_CHECKING:
-    from edge_sdk.fleet.device.agent import Agent, run_agent
+    from edge_sdk.fleet.device.agent import Agent
     from edge_sdk.fleet.device.agent_config import AgentConfig, load_agent_config
+    from edge_sdk.fleet.device.agent_service import run_agent
 
 _LAZY = {
-    "Agent": ".agent",
-    "run_agent": ".agent",
-    "AgentConfig": ".agent_config",
-    "load_agent_config": ".agent_config",
+    "Agent": ".device.agent",
+    "run_agent": ".device.agent_service",
+    "AgentConfig": ".device.agent_config",
+    "load_agent_config": ".device.agent_config",
 }
 
 

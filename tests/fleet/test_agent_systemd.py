@@ -17,10 +17,11 @@ import pytest
 import yaml
 
 from edge_sdk.core.systemd_notify import SystemdNotifier
-from edge_sdk.fleet.device import agent as agent_module
-from edge_sdk.fleet.device.agent import Agent, run_agent
+from edge_sdk.fleet.device import agent_service
+from edge_sdk.fleet.device.agent import Agent
 from edge_sdk.fleet.device.agent_config import AgentConfig
 from edge_sdk.fleet.device.agent_inbox import AgentInbox
+from edge_sdk.fleet.device.agent_service import run_agent
 from edge_sdk.mqtt import MqttSettings
 from tests.fleet.conftest import Keys
 from tests.support.clients import RecordingClient
@@ -63,7 +64,7 @@ def test_run_agent_stops_watchdog_pings_while_its_inbox_is_stuck(
         made.append(Agent(config, client=RecordingClient))
         return made[-1]
 
-    monkeypatch.setattr(agent_module, "Agent", make_agent)
+    monkeypatch.setattr(agent_service, "Agent", make_agent)
     config = AgentConfig(
         device_id=DEVICE_ID,
         broker=MqttSettings(client_id=DEVICE_ID),

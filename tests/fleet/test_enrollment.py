@@ -28,14 +28,9 @@ from edge_sdk.cli.main import cli
 from edge_sdk.fleet.device.agent_config import AgentConfig
 from edge_sdk.fleet.device.enrollment import Enroller, EnrollmentOptions, read_status
 from edge_sdk.fleet.operator.client import FleetOperator
-from edge_sdk.fleet.operator.enrollment import (
-    EnrollmentPolicy,
-    EnrollmentService,
-    EnrollmentStore,
-    RateLimit,
-    load_ca,
-    load_policy,
-)
+from edge_sdk.fleet.operator.enrollment import EnrollmentService, load_ca
+from edge_sdk.fleet.operator.enrollment_policy import EnrollmentPolicy, RateLimit, load_policy
+from edge_sdk.fleet.operator.enrollment_store import EnrollmentStore
 from edge_sdk.fleet.wire.enrollment import (
     MAX_REQUEST_BYTES,
     REQUEST_FILTER,

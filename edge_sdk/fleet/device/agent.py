@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -28,7 +27,6 @@ from typing import Any
 from edge_sdk import __version__
 from edge_sdk.core.errors import ArtifactError, ChunkError, ConfigError
 from edge_sdk.core.status import StatusEvent
-from edge_sdk.core.systemd_notify import SystemdNotifier
 from edge_sdk.engines.cache import EngineCache
 from edge_sdk.fleet.device.agent_config import AgentConfig
 from edge_sdk.fleet.device.agent_inbox import AgentInbox
@@ -64,9 +62,6 @@ from edge_sdk.sinks.agent import OUTBOX_ENV
 log = logging.getLogger(__name__)
 
 STOP_TIMEOUT_S = 5.0
-INBOX_HUNG_AFTER_S = 3600.0
-"""One job of the inbox (a deployment with an engine build, a pipeline start) running longer than this
-counts as a hung agent: its systemd watchdog pings stop and systemd restarts it."""
 RESULTS_OUTBOX = "results-outbox.sqlite"
 """The outbox of `type: agent` sinks, in the store folder (see edge_sdk.sinks.agent)."""
 
@@ -365,38 +360,6 @@ def _trusted_keys(folder: Path) -> list[Any]:
     if not paths:
         raise ConfigError(f"{folder}: expected the operators' public keys (*.pub) the device trusts, found none")
     return load_trusted_keys(paths)
-
-
-def run_agent(
-    config: AgentConfig,
-    stop: threading.Event,
-    notifier: SystemdNotifier | None = None,
-    hung_after_s: float = INBOX_HUNG_AFTER_S,
-) -> None:
-    """Run until `stop` is set (the CLI sets it on SIGTERM / SIGINT).
-
-    Under systemd (`Type=notify`, deploy/systemd/) it sends READY=1 once the agent has started (its
-    connection is made in the background), WATCHDOG=1 from this loop while the inbox's worker is alive
-    and not stuck in one job for `hung_after_s`, and STOPPING=1 when it stops.
-    """
-    notifier = notifier or SystemdNotifier.from_environment()
-    agent = Agent(config)
-    agent.start()
-    notifier.ready(f"agent {config.device_id} started; broker {config.broker.address}")
-    interval = notifier.ping_interval
-    tick = None if interval is None else min(1.0, interval / 2)
-    stuck = False
-    try:
-        while not stop.wait(tick):
-            if agent.inbox.alive(hung_after_s):
-                notifier.watchdog_if_due()
-                stuck = False
-            elif not stuck:
-                stuck = True
-                log.error("the agent's inbox worker is dead or stuck; watchdog pings stop (systemd restarts it)")
-    finally:
-        notifier.stopping("agent stopping")
-        agent.stop()
 
 
 def _chunk_ranges(missing: dict[str, list[list[int]]]) -> str:

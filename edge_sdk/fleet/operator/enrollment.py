@@ -18,26 +18,19 @@ client-auth usage, common name = the device id.
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import logging
-import sqlite3
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import NameOID
-from pydantic import BaseModel, ConfigDict, Field
 
 from edge_sdk.core.errors import ConfigError
-from edge_sdk.core.yaml_model import load_yaml_model
 from edge_sdk.fleet.wire.enrollment import (
     REQUEST_FILTER,
     EnrollmentRequest,
@@ -48,185 +41,15 @@ from edge_sdk.fleet.wire.enrollment import (
     parse_request_topic,
     response_topic,
 )
-from edge_sdk.fleet.wire.manifest import IDENTIFIER_PATTERN
-from edge_sdk.fleet.wire.protocol import ProtocolError, utc_now
+from edge_sdk.fleet.wire.protocol import ProtocolError
 from edge_sdk.mqtt import MqttClient
 from edge_sdk.mqtt.certificates import CertificateAuthority
 from edge_sdk.mqtt.messages import Message
 
+from .enrollment_policy import EnrollmentPolicy, RateLimit
+from .enrollment_store import EnrollmentStore
+
 log = logging.getLogger(__name__)
-
-STATES = ("pending", "approved", "enrolled", "rejected", "revoked")
-
-
-class EnrollmentPolicy(BaseModel):
-    """`--policy policy.yaml`: which requests `fleet enroll serve --auto` signs without an operator."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    serials: list[Annotated[str, Field(min_length=1, max_length=128)]] = Field(
-        description="Allowed serials; shell patterns (`SN-2026-*`) match many."
-    )
-    labels: dict[Annotated[str, Field(pattern=IDENTIFIER_PATTERN)], str] = Field(
-        default_factory=dict, description="Labels a box must report with these values, e.g. {site: lyon}."
-    )
-    claims: list[str] = Field(
-        default_factory=list, description="Claim identities accepted (`claim-<batch>`); empty: any claim."
-    )
-    rate_per_min: float = Field(60.0, gt=0, le=100_000, description="Certificates signed per minute at most.")
-    device_id: str = Field(
-        "{requested}",
-        max_length=128,
-        description="The device id: `{requested}` (the CSR's common name) or a template of `{serial}`, e.g. "
-        "`cam-{serial}`; a request asking for another id is refused.",
-    )
-    days: int = Field(825, ge=1, le=3650, description="Validity of the device certificates.")
-
-    def allows(self, request: EnrollmentRequest, claim: str) -> str | None:
-        """None when the request meets the policy, else why not."""
-        facts = request.facts
-        if not any(fnmatch.fnmatchcase(facts.serial, pattern) for pattern in self.serials):
-            return f"serial {facts.serial} is not in the allow-list"
-        if self.claims and claim not in self.claims:
-            return f"claim {claim} is not accepted"
-        for name, value in self.labels.items():
-            if facts.labels.get(name) != value:
-                return f"expected label {name}={value}, got {facts.labels.get(name)!r}"
-        return None
-
-    def expected_device_id(self, request: EnrollmentRequest, requested: str) -> str:
-        return self.device_id.replace("{requested}", requested).replace("{serial}", request.facts.serial)
-
-
-def load_policy(path: Path) -> EnrollmentPolicy:
-    return load_yaml_model(path, EnrollmentPolicy)
-
-
-@dataclass(frozen=True)
-class EnrollmentRecord:
-    serial: str
-    state: str
-    device_id: str | None
-    claim: str | None
-    request_id: str | None
-    re_enroll: bool
-    facts: dict[str, Any]
-    reason: str | None
-    updated_at: str
-
-
-class EnrollmentStore:
-    """One row per serial: its state, the latest request (CSR, ids) and the certificate issued. SQLite, so
-    the serving process and the `list|approve|reject|revoke` commands can share it."""
-
-    def __init__(self, state_dir: Path):
-        state_dir.mkdir(parents=True, exist_ok=True)
-        self.path = state_dir / "enrollment.db"
-        self._lock = threading.Lock()
-        with self._connect() as db:
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS serials (serial TEXT PRIMARY KEY, state TEXT NOT NULL DEFAULT 'pending', device_id TEXT, "
-                "claim TEXT, request_id TEXT, nonce TEXT, csr_pem TEXT, facts TEXT NOT NULL DEFAULT '{}', "
-                "certificate_pem TEXT, re_enroll INTEGER NOT NULL DEFAULT 0, reason TEXT, "
-                "answered INTEGER NOT NULL DEFAULT 0, updated_at TEXT NOT NULL)"
-            )
-
-    @contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            db = sqlite3.connect(self.path, timeout=30)
-            try:
-                with db:
-                    yield db
-            finally:
-                db.close()
-
-    def get(self, serial: str) -> dict[str, Any] | None:
-        with self._connect() as db:
-            db.row_factory = sqlite3.Row
-            row = db.execute("SELECT * FROM serials WHERE serial = ?", (serial,)).fetchone()
-        return None if row is None else dict(row)
-
-    def records(self) -> list[EnrollmentRecord]:
-        with self._connect() as db:
-            db.row_factory = sqlite3.Row
-            rows = db.execute("SELECT * FROM serials ORDER BY serial").fetchall()
-        return [
-            EnrollmentRecord(
-                serial=row["serial"],
-                state=row["state"],
-                device_id=row["device_id"],
-                claim=row["claim"],
-                request_id=row["request_id"],
-                re_enroll=bool(row["re_enroll"]),
-                facts=json.loads(row["facts"]),
-                reason=row["reason"],
-                updated_at=row["updated_at"],
-            )
-            for row in rows
-        ]
-
-    def upsert(self, serial: str, **values: Any) -> None:
-        values["updated_at"] = utc_now().isoformat()
-        columns = ", ".join(values)
-        marks = ", ".join("?" for _ in values)
-        updates = ", ".join(f"{name} = excluded.{name}" for name in values)
-        with self._connect() as db:
-            db.execute(
-                f"INSERT INTO serials (serial, {columns}) VALUES (?, {marks}) "
-                f"ON CONFLICT(serial) DO UPDATE SET {updates}",
-                (serial, *values.values()),
-            )
-
-    def approve(self, serial: str, re_enroll: bool = False) -> str:
-        row = self.get(serial)
-        if row is None:
-            if not re_enroll:
-                raise ConfigError(f"no enrollment request from serial {serial}")
-            self.upsert(serial, state="approved", re_enroll=1)
-            return "approved: its next request will be signed"
-        if row["state"] == "revoked":
-            raise ConfigError(f"serial {serial} is revoked; it cannot enroll again")
-        if row["state"] == "enrolled" and not re_enroll:
-            raise ConfigError(f"serial {serial} is enrolled already (as {row['device_id']}): give --re-enroll")
-        self.upsert(serial, state="approved", re_enroll=int(re_enroll), answered=0)
-        return "approved: the serving `fleet enroll serve` signs it"
-
-    def reject(self, serial: str) -> None:
-        if self.get(serial) is None:
-            raise ConfigError(f"no enrollment request from serial {serial}")
-        self.upsert(serial, state="rejected", reason="rejected by an operator", answered=0)
-
-    def revoke(self, serial: str) -> None:
-        self.upsert(serial, state="revoked", reason="revoked by an operator", answered=0)
-
-    def unanswered(self, state: str) -> list[dict[str, Any]]:
-        with self._connect() as db:
-            db.row_factory = sqlite3.Row
-            rows = db.execute(
-                "SELECT * FROM serials WHERE state = ? AND answered = 0 AND request_id IS NOT NULL", (state,)
-            ).fetchall()
-        return [dict(row) for row in rows]
-
-
-class RateLimit:
-    """A token bucket: `per_min` signatures a minute, bursts up to the same number."""
-
-    def __init__(self, per_min: float, clock: Any = time.monotonic):
-        self.rate = per_min / 60.0
-        self.capacity = max(1.0, per_min)
-        self.tokens = self.capacity
-        self.clock = clock
-        self.at = clock()
-
-    def take(self) -> bool:
-        now = self.clock()
-        self.tokens = min(self.capacity, self.tokens + (now - self.at) * self.rate)
-        self.at = now
-        if self.tokens >= 1.0:
-            self.tokens -= 1.0
-            return True
-        return False
 
 
 class EnrollmentService:
