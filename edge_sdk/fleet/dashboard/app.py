@@ -282,8 +282,9 @@ async def _event_stream(
     rollouts_stamp: Stamp | None = None
     while not await request.is_disconnected():
         if page == "rollouts":
-            if first or dashboard.rollouts.stamp() != rollouts_stamp:
-                rollouts_stamp = dashboard.rollouts.stamp()
+            written = dashboard.rollouts.stamp()
+            if first or written != rollouts_stamp:
+                rollouts_stamp = written
                 yield _event("rollouts", await asyncio.to_thread(_rollouts_json, dashboard))
         elif page == "device":
             stamp = dashboard.view.stamp_of(str(detail))

@@ -94,7 +94,6 @@ class FleetView:
         self.limits = limits or TelemetryLimits()
         self._clock = clock
         self._lock = threading.Lock()
-        self._changed = threading.Condition(self._lock)
         self._seq = 0
         self._stamps: dict[str, int] = {}
         self._telemetry: dict[str, _Telemetry] = {}
@@ -119,12 +118,6 @@ class FleetView:
     @property
     def seq(self) -> int:
         with self._lock:
-            return self._seq
-
-    def wait_for_change(self, seq: int, timeout: float) -> int:
-        """Block until the sequence passes `seq` or `timeout` seconds pass; the sequence number then."""
-        with self._changed:
-            self._changed.wait_for(lambda: self._seq > seq, timeout)
             return self._seq
 
     def stamp_of(self, device: str) -> int:
@@ -215,10 +208,13 @@ class FleetView:
         self._touch(record.device)
 
     def _touch(self, device: str) -> None:
-        with self._changed:
-            self._seq += 1
-            self._stamps[device] = self._seq
-            self._changed.notify_all()
+        with self._lock:
+            self._stamp(device)
+
+    def _stamp(self, device: str) -> None:
+        """The device changed: the next sequence number is its stamp (the caller holds the lock)."""
+        self._seq += 1
+        self._stamps[device] = self._seq
 
     def _on_telemetry(self, message: Message) -> None:
         parts = message.topic.split("/")
@@ -226,7 +222,7 @@ class FleetView:
             return
         device, kind, rest = parts[1], parts[3], parts[4:]
         now = self._clock()
-        with self._changed:
+        with self._lock:
             telemetry = self._telemetry.get(device)
             if telemetry is None:
                 if len(self._telemetry) >= MAX_DEVICES:
@@ -237,7 +233,7 @@ class FleetView:
                 telemetry.rate_limited += 1
                 self.rate_limited += 1
                 return
-            accepted = self._record(telemetry, device, kind, rest, message.payload)
+            accepted = self._record(telemetry, device, kind, rest, message.payload, self._seq + 1)
             if accepted is None:
                 return  # telemetry the dashboard does not show (results-outbox, offload probes...)
             if not accepted:
@@ -245,15 +241,13 @@ class FleetView:
                 self.malformed += 1
                 return
             telemetry.last_seen = now
-            self._seq += 1
-            self._stamps[device] = self._seq
-            if kind == PREVIEW:
-                key = "/".join(rest)
-                telemetry.previews[key] = (telemetry.previews[key][0], self._seq)
-            self._changed.notify_all()
+            self._stamp(device)
 
-    def _record(self, telemetry: _Telemetry, device: str, kind: str, rest: list[str], payload: bytes) -> bool | None:
-        """Store one telemetry message: True when taken, False when malformed, None when not shown here."""
+    def _record(
+        self, telemetry: _Telemetry, device: str, kind: str, rest: list[str], payload: bytes, seq: int
+    ) -> bool | None:
+        """Store one telemetry message, which will be the device's change `seq`: True when taken, False when
+        malformed, None when not shown here."""
         try:
             if kind == STATS and len(rest) == 1:
                 stats = decode_stats(payload)
@@ -273,7 +267,7 @@ class FleetView:
         if kind == PREVIEW and len(rest) == 2:
             if not payload.startswith(JPEG_START) or len(payload) > MAX_PREVIEW_BYTES:
                 return False
-            telemetry.previews["/".join(rest)] = (payload, 0)
+            telemetry.previews["/".join(rest)] = (payload, seq)
             return True
         return None
 

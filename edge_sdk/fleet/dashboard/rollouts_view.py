@@ -19,7 +19,7 @@ RECENT_ROLLOUTS = 20
 
 
 class RolloutsView:
-    """Reads `path`; `changed()` says whether the file was written since the last `snapshot()`."""
+    """Reads `path`, again only when `stamp()` says a process wrote it since the last `snapshot()`."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -36,9 +36,6 @@ class RolloutsView:
 
     def stamp(self) -> Stamp:
         return sqlite_stamp(self.path)
-
-    def changed(self) -> bool:
-        return self.stamp() != self._stamp
 
     def snapshot(self) -> list[dict[str, Any]]:
         """The newest rollouts, newest first, each with every device's wave and outcome."""
